@@ -102,6 +102,7 @@ class Match:
     evidence: Evidence
     captures: Mapping[str, str] = field(default_factory=dict)
     role: str = "trigger"  # trigger | support
+    condition: int = 0  # index of the condition in the rule (earlier = more telling)
 
 
 @dataclass(frozen=True)

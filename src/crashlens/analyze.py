@@ -1,0 +1,197 @@
+"""The pipeline: inputs -> lines -> evidence -> rules -> ranked causes -> Analysis.
+
+Each stage is a function of the previous stage's dataclasses; this module only wires them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .engine.match import EvidenceSet, evaluate
+from .engine.rank import rank
+from .engine.rules import RuleBase, load_rules
+from .inputs import collect_inputs
+from .model import Analysis, Cause, Evidence, Frame, InputFile, Line, Loc
+from .parsers.environment import parse_environment
+from .parsers.kernel import parse_kernel
+from .parsers.outcomes import parse_outcome
+from .parsers.tracebacks import parse_tracebacks
+from .text.normalize import normalize
+from .text.select import SelectStats, select_lines
+
+# Lines worth keeping around any rule hit in a huge log: tracebacks, stacks, environment.
+STRUCTURE_ANCHORS = (
+    r"Traceback \(most recent call last\)",
+    r"Fatal Python error",
+    r"Exception raised from",
+    r"NVRM",
+    r"(?i)(?:driver|cuda|cudnn|pytorch|torch|python) version",
+    r"NVIDIA-SMI",
+    r"(?i)compute capability",
+    r"^(?:flags|Flags:)",
+    r"Root Cause \(first observed failure\)",
+    r"(?i)\b(?:killed|core dumped|segmentation fault|aborted)\b",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    rules_dir: Path | None = None
+    full_below: int = 8 << 20  # bytes of a text input read in full; beyond, lines around hits
+
+
+@dataclass
+class _Collected:
+    lines: list[Line] = field(default_factory=list)
+    items: list[Evidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, object] = field(default_factory=dict)
+
+
+def _anchors(rules: RuleBase) -> list[str]:
+    out = list(STRUCTURE_ANCHORS)
+    for r in rules.rules:
+        for part in (r.match, r.support, r.requires):
+            for c in part:
+                if c.pattern is not None:
+                    out.append(c.pattern.pattern)
+    return out
+
+
+def read_text_input(inp: InputFile, anchors: Sequence[str], opts: Options, out: _Collected) -> None:
+    stats = SelectStats()
+    try:
+        stream = inp.open()
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return
+    try:
+        for lineno, raw in select_lines(stream, anchors, full_below=opts.full_below, stats=stats):
+            out.lines.append(normalize(raw, inp.name, lineno))
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: read stopped at line {stats.total_lines}: {exc}")
+    finally:
+        err = getattr(stream, "error", None)
+        stream.close()
+    if err:
+        out.notes.append(f"{inp.name}: {err}; the lines before it were analysed")
+    if stats.mode == "selected":
+        out.notes.append(
+            f"{inp.name}: {stats.total_lines:,} lines ({stats.total_bytes / 2**20:,.0f} MiB); analysed "
+            f"{stats.kept_lines:,} lines: the head, the tail and windows around {stats.engine} hits")
+    if stats.truncated_lines:
+        out.notes.append(f"{inp.name}: {stats.truncated_lines} over-long line(s) were cut")
+    out.stats[inp.name] = {"lines": stats.total_lines, "bytes": stats.total_bytes, "kept": stats.kept_lines,
+                           "mode": stats.mode}
+
+
+def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, opts: Options) -> _Collected:
+    out = _Collected()
+    anchors = _anchors(rules)
+    for inp in inputs:
+        if inp.kind == "text":
+            start = len(out.lines)
+            read_text_input(inp, anchors, opts, out)
+            src_lines = out.lines[start:]
+            out.items.extend(parse_tracebacks(src_lines))
+            for ln in src_lines:
+                for parse in (parse_kernel, parse_outcome):
+                    e = parse(ln)
+                    if e is not None:
+                        out.items.append(e)
+        elif inp.kind in ("elf", "elf-core"):
+            what = "core dump" if inp.kind == "elf-core" else "ELF binary"
+            out.items.append(Evidence("input", f"{inp.name}: {what}", Loc(inp.name), facts={"kind": inp.kind, **inp.facts}))
+            out.notes.append(f"{inp.name}: {what} recognised; reading its contents is not implemented yet")
+        elif inp.kind == "empty":
+            out.notes.append(f"{inp.name}: empty file, skipped")
+        elif inp.kind == "binary":
+            out.notes.append(f"{inp.name}: binary data that is neither text nor ELF, skipped")
+        elif inp.kind == "unreadable":
+            out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
+    return out
+
+
+def code_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
+    """Frames outermost -> innermost, ending with the failing operation."""
+    if exc is None:
+        return ()
+    frames = list(exc.frames)
+    if cause is not None:
+        from .engine.rules import taxonomy
+
+        layer = taxonomy().get(cause.category, {}).get("layer", "")
+        msg = exc.text
+        if layer == "gpu-runtime" or "CUDA" in msg or "cuda" in msg:
+            frames.append(Frame("gpu", "CUDA", code=msg[:200]))
+        elif not frames or frames[-1].kind != "native":
+            frames.append(Frame("native", exc.facts.get("type", ""), code=msg[:200]))
+    return tuple(frames)
+
+
+def _exception_for(primary: Evidence | None, items: Sequence[Evidence]) -> Evidence | None:
+    excs = [e for e in items if e.kind == "exception"]
+    if not excs:
+        return None
+    owner = None
+    if primary is not None:
+        for e in excs:
+            if e.loc.source == primary.loc.source and e.loc.line <= primary.loc.line <= (e.loc.end_line or e.loc.line):
+                owner = e
+    if owner is None and primary is not None:
+        # the nearest exception after the primary line in the same source (the error surfaced there)
+        after = [e for e in excs if e.loc.source == primary.loc.source and e.loc.line >= primary.loc.line]
+        owner = after[0] if after else None
+    if owner is None:
+        framed = [e for e in excs if e.frames and not e.facts.get("secondary")]
+        owner = framed[-1] if framed else excs[-1]
+    if owner.facts.get("secondary"):
+        # the handler failed: walk back to the exception it was handling
+        chain = [e for e in excs if e.facts.get("chain") == owner.facts.get("chain")]
+        earlier = [e for e in chain if e.facts.get("chain_pos", 0) < owner.facts.get("chain_pos", 0)]
+        if earlier:
+            owner = earlier[-1]
+    return owner
+
+
+def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts: Options = Options()) -> Analysis:
+    rules = load_rules(opts.rules_dir)
+    col = collect_evidence(inputs, rules, opts)
+    env, env_evidence = parse_environment(col.lines)
+    ev = EvidenceSet.build(col.lines, [*col.items, *env_evidence])
+    firings = evaluate(rules, ev)
+    exceptions = [e for e in col.items if e.kind in ("exception", "stack")]
+    causes, secondary, primary = rank(firings, exceptions, rules, env)
+    exc = _exception_for(primary, col.items)
+    path = code_path(exc, causes[0] if causes else None)
+    if not any(inp.kind == "text" for inp in inputs) and not any(i.kind in ("elf", "elf-core") for i in inputs):
+        pass
+    return Analysis(
+        inputs=tuple(inputs),
+        causes=tuple(causes),
+        primary_error=primary,
+        secondary_errors=tuple(secondary),
+        code_path=path,
+        environment=env,
+        notes=tuple([*notes, *col.notes]),
+        exceptions=tuple(e for e in col.items if e.kind == "exception"),
+        stats={"inputs": col.stats, "rules": len(rules.rules), "rules_fired": len(firings),
+               "lines": len(col.lines)},
+    )
+
+
+def analyze_paths(paths: Sequence[str | os.PathLike[str]], opts: Options = Options()) -> Analysis:
+    inputs, notes = collect_inputs(paths)
+    return analyze_inputs(inputs, notes, opts)
+
+
+def analyze_text(text: str, name: str = "<text>", opts: Options = Options()) -> Analysis:
+    """Analyse a string as if it were one log file (rule examples and tests use this)."""
+    import io
+
+    data = text.encode("utf-8")
+    inp = InputFile(name, "text", len(data), lambda: io.BytesIO(data))
+    return analyze_inputs([inp], (), opts)

@@ -1,0 +1,175 @@
+"""The command line: parse arguments, call the pipeline, print a renderer's output. Nothing else."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import CrashlensError
+
+# Exit codes (docs/cli.md): 0 analysed and a cause found; 1 analysed, nothing recognised;
+# 2 usage or input error; 3 internal error (a bug: please report).
+EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _fail(exc: CrashlensError) -> None:
+    click.echo(f"crashlens: error: {exc}", err=True)
+    if exc.help:
+        click.echo(f"crashlens: {exc.help}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="crashlens")
+def main() -> None:
+    """crashlens: ranked root causes for crashed ML and GPU jobs."""
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.analysis/1).")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print a Markdown report.")
+@click.option("--top", default=3, show_default=True, help="How many causes the terminal report shows in full.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every cause with its reasoning.")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path), help="Use another rule directory.")
+def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None) -> None:
+    """Analyse logs, dmesg, environment dumps, core files, folders and archives."""
+    from .analyze import Options, analyze_paths
+
+    try:
+        result = analyze_paths(list(inputs), Options(rules_dir=rules_dir))
+    except CrashlensError as exc:
+        _fail(exc)
+        return
+    if not any(i.kind in ("text", "elf", "elf-core") for i in result.inputs):
+        for n in result.notes:
+            click.echo(f"crashlens: {n}", err=True)
+        click.echo("crashlens: error: none of the inputs could be read as a log, dmesg, core or library", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        from .report.json import render
+
+        click.echo(render(result))
+    elif as_markdown:
+        from .report.markdown import render as render_md
+
+        click.echo(render_md(result, top))
+    else:
+        from rich.console import Console
+
+        from .report.terminal import render as render_term
+
+        render_term(result, Console(), top, verbose)
+    sys.exit(EXIT_FOUND if result.causes else EXIT_NOTHING)
+
+
+@main.group()
+def rules() -> None:
+    """The rule base: list, validate, test."""
+
+
+@rules.command("list")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path))
+def rules_list(rules_dir: Path | None) -> None:
+    """List every rule with its category and weight."""
+    from .engine.rules import load_rules
+
+    try:
+        rb = load_rules(rules_dir)
+    except CrashlensError as exc:
+        _fail(exc)
+        return
+    for r in rb.rules:
+        click.echo(f"{r.id:40} {r.category:32} {r.weight:.2f}  {r.title}")
+    click.echo(f"{len(rb.rules)} rules, {len({r.category for r in rb.rules})} categories")
+
+
+@rules.command("validate")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path))
+def rules_validate(rules_dir: Path | None) -> None:
+    """Check every rule file against the schema and the taxonomy."""
+    from .engine.rules import default_rules_dir, validate_documents
+
+    d = rules_dir or default_rules_dir()
+    problems = validate_documents(d)
+    for p in problems:
+        click.echo(p)
+    if problems:
+        click.echo(f"{len(problems)} problem(s) in {d}", err=True)
+        sys.exit(1)
+    click.echo(f"rule base {d}: valid")
+
+
+@rules.command("test")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("-k", "only", help="Only rules whose id contains this text.")
+def rules_test(rules_dir: Path | None, only: str | None) -> None:
+    """Run every rule's inline examples through the whole pipeline."""
+    from .engine.examples import run_examples
+
+    try:
+        results = run_examples(rules_dir, only)
+    except CrashlensError as exc:
+        _fail(exc)
+        return
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        click.echo(f"FAIL {r.rule}: expected {'a firing' if r.expect else 'no firing'} on:\n    "
+                   + r.text.strip().replace("\n", "\n    "))
+    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+@main.command("eval")
+@click.argument("corpus", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path))
+def eval_cmd(corpus: Path, as_json: bool, rules_dir: Path | None) -> None:
+    """Score the analyzer on a corpus folder (cases/*/case.yaml): top-1, top-3, recall, misses."""
+    from .evaluation.corpus import evaluate_corpus, render_scores
+
+    scores = evaluate_corpus(corpus, rules_dir)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(scores, indent=2))
+    else:
+        click.echo(render_scores(scores))
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True)
+def inspect(files: tuple[str, ...]) -> None:
+    """ELF facts, CUDA images and CPU ISA of libraries (not implemented yet)."""
+    click.echo("crashlens inspect: not implemented yet (library inspection is planned).", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+def report(inputs: tuple[str, ...]) -> None:
+    """Fill a bug-report template from an analysis (not implemented yet)."""
+    click.echo("crashlens report: not implemented yet; use `crashlens analyze --markdown` meanwhile.", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def entry() -> None:
+    """Console-script entry: an unexpected exception becomes one line and exit code 3
+    (CRASHLENS_DEBUG=1 shows the traceback)."""
+    import os
+
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        if os.environ.get("CRASHLENS_DEBUG"):
+            raise
+        click.echo(f"crashlens: internal error: {type(exc).__name__}: {exc} "
+                   "(set CRASHLENS_DEBUG=1 for the traceback and please report it)", err=True)
+        sys.exit(EXIT_INTERNAL)

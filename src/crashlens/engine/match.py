@@ -1,0 +1,166 @@
+"""Evaluate the rule base over the evidence: which rules fire, on which evidence, with what.
+
+Line patterns are searched in every normalised line, and also across the break of lines
+that continue one another (a terminal-wrapped message, an indented continuation of a log
+record): such a match is reported with a Loc spanning both lines. Structured evidence
+(exceptions, dmesg records, outcomes…) is tested on its kind, its facts and its text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Iterable, Sequence
+
+import regex as re
+
+from ..model import Evidence, Line, Loc, Match
+from .rules import Condition, Rule, RuleBase
+from .scan import LineScanner
+
+_FRAME_LINE = re.compile(r'^\s*(?:File "|frame #\d|#\d+\s)')
+
+
+@dataclass(frozen=True)
+class Firing:
+    rule: Rule
+    triggers: tuple[Match, ...]
+    supports: tuple[Match, ...]
+    captures: dict[str, str]
+
+
+@dataclass
+class EvidenceSet:
+    """All evidence of one analysis: line evidence (with joined pairs) and structured items."""
+
+    lines: list[Evidence]
+    items: list[Evidence]
+
+    @classmethod
+    def build(cls, lines: Sequence[Line], items: Iterable[Evidence]) -> "EvidenceSet":
+        out: list[Evidence] = []
+        prev: Line | None = None
+        for ln in lines:
+            out.append(Evidence("line", ln.text, ln.loc, facts={"stream": ln.stream} if ln.stream else {}))
+            if prev is not None and _continues(prev, ln):
+                joined = prev.text.rstrip() + " " + ln.text.strip()
+                out.append(Evidence("line", joined, Loc(prev.loc.source, prev.loc.line, ln.loc.line),
+                                    facts={"joined": True}))
+            prev = ln
+        return cls(out, list(items))
+
+
+def _continues(prev: Line, cur: Line) -> bool:
+    if prev.loc.source != cur.loc.source or cur.loc.line != prev.loc.line + 1 or prev.stream != cur.stream:
+        return False
+    if not prev.text.strip() or not cur.text.strip():
+        return False
+    if _FRAME_LINE.match(prev.text) or _FRAME_LINE.match(cur.text):
+        return False
+    return cur.text[:1] in (" ", "\t") or cur.text[:1].islower()
+
+
+@cache
+def _scanner(rules: RuleBase) -> tuple[LineScanner, dict[int, tuple[Rule, str, int]]]:
+    """One scanner for every line pattern of the rule base; index -> (rule, part, cond)."""
+    patterns: list[re.Pattern[str]] = []
+    where: dict[int, tuple[Rule, str, int]] = {}
+    for rule in rules.rules:
+        for part in ("match", "requires", "support", "unless"):
+            for ci, cond in enumerate(getattr(rule, part)):
+                if cond.pattern is not None and "line" in cond.kinds:
+                    where[len(patterns)] = (rule, part, ci)
+                    patterns.append(cond.pattern)
+    return LineScanner(patterns), where
+
+
+def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], list[tuple[Evidence, re.Match[str]]]]:
+    scanner, where = _scanner(rules)
+    texts = [e.text for e in ev.lines]
+    raw = scanner.scan(texts)
+    out: dict[tuple[str, str, int], list[tuple[Evidence, re.Match[str]]]] = {}
+    for pid, idxs in raw.items():
+        rule, part, ci = where[pid]
+        pattern = scanner.patterns[pid]
+        found: list[tuple[Evidence, re.Match[str]]] = []
+        single_lines: set[tuple[str, int]] = set()
+        for i in sorted(idxs):
+            e = ev.lines[i]
+            m = pattern.search(e.text)
+            if m is None:
+                continue
+            if e.facts.get("joined"):
+                # a joined pair counts only where neither line matched alone
+                # (both lines come earlier in ev.lines, so they were confirmed already)
+                if (e.loc.source, e.loc.line) in single_lines or (e.loc.source, e.loc.end_line) in single_lines:
+                    continue
+            else:
+                single_lines.add((e.loc.source, e.loc.line))
+            found.append((e, m))
+        if found:
+            out[(rule.id, part, ci)] = found
+    return out
+
+
+def _structured(cond: Condition, items: Sequence[Evidence]) -> list[tuple[Evidence, re.Match[str] | None]]:
+    out = []
+    for e in items:
+        if e.kind not in cond.kinds or not cond.test_facts(e.facts):
+            continue
+        m = None
+        if cond.pattern is not None:
+            m = cond.pattern.search(e.text)
+            if m is None:
+                continue
+        out.append((e, m))
+    return out
+
+
+def _holds(rule: Rule, part: str, ci: int, cond: Condition, hits, ev: EvidenceSet):
+    found = list(hits.get((rule.id, part, ci), [])) if "line" in cond.kinds and cond.pattern is not None else []
+    if set(cond.kinds) - {"line"} or cond.pattern is None:
+        found += _structured(cond, ev.items)
+    return found
+
+
+def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
+    hits = _line_hits(rules, ev)
+    firings: list[Firing] = []
+    for rule in rules.rules:
+        triggers: list[Match] = []
+        for ci, cond in enumerate(rule.match):
+            for e, m in _holds(rule, "match", ci, cond, hits, ev):
+                if any(_condition_on(u, e) for u in rule.unless):
+                    continue
+                triggers.append(Match(rule.id, e, _caps(m), "trigger", ci))
+        if not triggers:
+            continue
+        if any(not _holds(rule, "requires", ci, c, hits, ev) for ci, c in enumerate(rule.requires)):
+            continue
+        supports: list[Match] = []
+        for ci, cond in enumerate(rule.support):
+            for e, m in _holds(rule, "support", ci, cond, hits, ev):
+                supports.append(Match(rule.id, e, _caps(m), "support", ci))
+        triggers.sort(key=lambda t: (t.condition, t.evidence.loc))
+        supports.sort(key=lambda t: (t.condition, t.evidence.loc))
+        captures: dict[str, str] = {}
+        for t in (*triggers, *supports):
+            for k, v in t.captures.items():
+                if v and k not in captures:
+                    captures[k] = v
+        firings.append(Firing(rule, tuple(triggers), tuple(supports), captures))
+    return firings
+
+
+def _condition_on(cond: Condition, e: Evidence) -> bool:
+    if e.kind not in cond.kinds and not (e.kind == "line" and "line" in cond.kinds):
+        return False
+    if not cond.test_facts(e.facts):
+        return False
+    return cond.pattern is None or cond.pattern.search(e.text) is not None
+
+
+def _caps(m: re.Match[str] | None) -> dict[str, str]:
+    if m is None:
+        return {}
+    return {k: v for k, v in m.groupdict().items() if v}

@@ -1,0 +1,269 @@
+"""Rank the rules that fired into causes, separating the primary error from its consequences.
+
+Scoring, in the order it is applied (every step leaves a line in Cause.reasoning):
+1. a firing starts at its rule's weight, plus the weights of its support evidence (≤ +0.2);
+2. a firing whose every trigger lies in an exception raised while handling another one
+   (the handler failed) is halved: it is a secondary error;
+3. a firing whose rule is `consequence_of` a category that another firing also shows is
+   multiplied by 0.45: e.g. an NCCL timeout on ranks that waited for a rank that hit a
+   device-side assert, Xid 43 after an assert, `terminate called` after a specific error;
+4. firings of one category combine by noisy-or, capped at the best firing + 0.1;
+5. causes are sorted by score; ties go to the cause whose evidence comes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+import regex as re
+import yaml
+
+from ..model import Cause, Evidence, Frame, Loc, SecondaryError
+from .match import Firing
+from .rules import RuleBase
+
+SECONDARY_FACTOR = 0.5
+CONSEQUENCE_FACTOR = 0.45
+SUPPORT_CAP = 0.2
+COMBINE_CAP = 0.1
+
+
+@cache
+def _notes() -> dict[str, Any]:
+    return yaml.safe_load((resources.files("crashlens") / "data" / "notes.yaml").read_text(encoding="utf-8"))
+
+
+@dataclass
+class _Scored:
+    firing: Firing
+    score: float
+    reasoning: list[str]
+    secondary: bool = False
+    consequence: str = ""
+
+
+def _within(e: Evidence, exc: Evidence) -> bool:
+    if e.loc.source != exc.loc.source:
+        return False
+    end = exc.loc.end_line or exc.loc.line
+    return exc.loc.line <= e.loc.line <= end
+
+
+def _exception_of(e: Evidence, exceptions: Sequence[Evidence]) -> Evidence | None:
+    if e.kind == "exception":
+        return e
+    best = None
+    for exc in exceptions:
+        if exc.kind == "exception" and _within(e, exc):
+            if best is None or exc.loc.line >= best.loc.line:
+                best = exc
+    return best
+
+
+def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleBase,
+         environment: Mapping[str, Any]) -> tuple[list[Cause], list[SecondaryError], Evidence | None]:
+    scored: list[_Scored] = []
+    for f in firings:
+        reasoning = [f"rule {f.rule.id} ({f.rule.file}) fired on {len(f.triggers)} line(s); weight {f.rule.weight:.2f}"]
+        score = f.rule.weight
+        support_conds = {s.condition for s in f.supports}
+        if support_conds:
+            bonus = min(SUPPORT_CAP, sum(f.rule.support[i].weight for i in support_conds))
+            score += bonus
+            reasoning.append(f"+{bonus:.2f} from supporting evidence ({len(support_conds)} kind(s))")
+        owners = [_exception_of(t.evidence, exceptions) for t in f.triggers]
+        if owners and all(o is not None and o.facts.get("secondary") for o in owners):
+            score *= SECONDARY_FACTOR
+            o = owners[0]
+            assert o is not None
+            reasoning.append(f"×{SECONDARY_FACTOR} because it only appears in an exception {o.facts.get('secondary_reason')}")
+            scored.append(_Scored(f, score, reasoning, secondary=True))
+        else:
+            scored.append(_Scored(f, score, reasoning))
+
+    # consequences: demote a firing when a cause it usually follows is also present
+    present = {s.firing.rule.category: s for s in scored if not s.secondary}
+    for s in scored:
+        cons = s.firing.rule.consequence_of
+        if not cons:
+            continue
+        others = [c for c, o in present.items() if c != s.firing.rule.category
+                  and ("*" in cons or c in cons) and not o.firing.rule.consequence_of]
+        if others:
+            s.score *= CONSEQUENCE_FACTOR
+            s.consequence = others[0]
+            s.reasoning.append(
+                f"×{CONSEQUENCE_FACTOR}: {s.firing.rule.title.lower()} is usually a consequence of "
+                f"{others[0]}, which the evidence also shows")
+
+    # combine per category
+    by_cat: dict[str, list[_Scored]] = {}
+    for s in scored:
+        by_cat.setdefault(s.firing.rule.category, []).append(s)
+    causes: list[tuple[float, Loc, Cause, _Scored]] = []
+    for cat, group in by_cat.items():
+        group.sort(key=lambda s: (-s.score, s.firing.triggers[0].evidence.loc))
+        best = group[0]
+        miss = 1.0
+        for s in group:
+            miss *= 1.0 - min(s.score, 0.99)
+        score = min(1.0 - miss, best.score + COMBINE_CAP)
+        reasoning = list(best.reasoning)
+        if len(group) > 1:
+            reasoning.append(
+                f"combined with {len(group) - 1} other rule(s) of this category "
+                f"({', '.join(s.firing.rule.id for s in group[1:])}): {best.score:.2f} → {score:.2f}")
+        evidence = _evidence_of(group)
+        first = min(e.loc for e in evidence)
+        cause = Cause(
+            category=cat,
+            rule=best.firing.rule.id,
+            title=best.firing.rule.title,
+            confidence=round(max(0.01, min(score, 0.99)), 2),
+            explanation=_explain(best.firing, group, environment, exceptions),
+            remedies=_remedies(best.firing),
+            references=best.firing.rule.references,
+            evidence=tuple(evidence),
+            reasoning=tuple(reasoning),
+            other_rules=tuple(s.firing.rule.id for s in group[1:]),
+            secondary=best.secondary or bool(best.consequence),
+            consequence_reason=best.consequence,
+        )
+        causes.append((score, first, cause, best))
+    causes.sort(key=lambda c: (-c[0], c[1]))
+    for i, (score, first, cause, _) in enumerate(causes):
+        if i + 1 < len(causes):
+            nxt = causes[i + 1]
+            why = (f"ranked above {nxt[2].category} ({nxt[0]:.2f})" if score > nxt[0]
+                   else f"tied with {nxt[2].category}; its evidence comes first ({first})")
+            causes[i] = (score, first, _with_reason(cause, why), causes[i][3])
+
+    ranked = [c[2] for c in causes]
+    secondary = _secondary_errors(causes, exceptions)
+    primary = _primary(causes, exceptions)
+    return ranked, secondary, primary
+
+
+def _with_reason(cause: Cause, why: str) -> Cause:
+    from dataclasses import replace
+
+    return replace(cause, reasoning=cause.reasoning + (why,))
+
+
+def _evidence_of(group: Sequence[_Scored]) -> list[Evidence]:
+    seen: set[tuple[Loc, str]] = set()
+    out: list[Evidence] = []
+    for s in group:
+        for m in (*s.firing.triggers, *s.firing.supports):
+            key = (m.evidence.loc, m.evidence.kind)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(m.evidence)
+            if len(out) >= 12:
+                return out
+    return out
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def _flat_env(env: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    gpus = env.get("gpus") or []
+    if gpus:
+        g = gpus[0]
+        if g.get("name"):
+            out["gpu"] = g["name"]
+        if g.get("sm"):
+            out["env_sm"] = g["sm"]
+        if g.get("compute_capability"):
+            out["env_cc"] = g["compute_capability"]
+    for k in ("cuda_runtime", "cuda_driver", "driver_version", "cudnn"):
+        if env.get(k):
+            out[k] = str(env[k])
+    for k, v in (env.get("framework") or {}).items():
+        out[k] = str(v)
+    return out
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        return values.get(m.group(1), "(not shown)")
+
+    # drop a parenthesised or bracketed aside whose field is unknown: "[…{x}…]" optional parts
+    template = re.sub(r"\[\[(.*?)\]\]", lambda m: m.group(1) if all(
+        f in values for f in _FIELD.findall(m.group(1))) else "", template, flags=re.S)
+    return _FIELD.sub(sub, template).strip()
+
+
+def innermost_user_frame(exc: Evidence | None) -> Frame | None:
+    if exc is None:
+        return None
+    for f in reversed(exc.frames):
+        if f.kind == "user":
+            return f
+    return None
+
+
+def _explain(f: Firing, group: Sequence[_Scored], env: Mapping[str, Any], exceptions: Sequence[Evidence]) -> str:
+    values = dict(_flat_env(env))
+    for s in group[::-1]:
+        values.update(s.firing.captures)
+    values.update(f.captures)
+    text = _fill(f.rule.explain, values)
+    if f.rule.async_cuda:
+        exc = None
+        for t in f.triggers:
+            exc = _exception_of(t.evidence, exceptions)
+            if exc is not None:
+                break
+        if exc is None:
+            cands = [e for e in exceptions if e.kind == "exception" and e.frames]
+            exc = cands[-1] if cands else None
+        frame = innermost_user_frame(exc)
+        note = _notes()["async_cuda"]
+        values["sync_point"] = (f"{frame.code or frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+                                if frame else "the reported Python line")
+        text += " " + _fill(note["explain"], values)
+    return " ".join(text.split())
+
+
+def _remedies(f: Firing) -> tuple[str, ...]:
+    out = list(f.rule.remedies)
+    if f.rule.async_cuda:
+        out += [r for r in _notes()["async_cuda"]["remedies"] if r not in out]
+    return tuple(out)
+
+
+def _secondary_errors(causes, exceptions: Sequence[Evidence]) -> list[SecondaryError]:
+    out: list[SecondaryError] = []
+    seen: set[Loc] = set()
+    for exc in exceptions:
+        if exc.kind == "exception" and exc.facts.get("secondary"):
+            out.append(SecondaryError(exc, str(exc.facts.get("secondary_reason"))))
+            seen.add(exc.loc)
+    top = causes[0][2] if causes else None
+    for score, first, cause, best in causes[1:]:
+        if best.consequence or best.secondary:
+            ev = best.firing.triggers[0].evidence
+            if ev.loc in seen:
+                continue
+            seen.add(ev.loc)
+            reason = (f"{cause.category} is usually a consequence of {best.consequence}" if best.consequence
+                      else "raised while handling another error")
+            if top is not None and best.consequence == top.category:
+                reason += f" (ranked first: {top.rule})"
+            out.append(SecondaryError(ev, reason))
+    return out
+
+
+def _primary(causes, exceptions: Sequence[Evidence]) -> Evidence | None:
+    if not causes:
+        return None
+    best: _Scored = causes[0][3]
+    trig = best.firing.triggers[0].evidence
+    return trig

@@ -1,0 +1,86 @@
+"""Analysis -> the stable JSON contract (docs/json-schema.md, data/analysis.schema.json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import __version__
+from ..model import Analysis, Cause, Evidence, Frame
+
+SCHEMA = "crashlens.analysis/1"
+
+
+def evidence_json(e: Evidence) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": e.loc.source, "line": e.loc.line or None, "text": e.text, "kind": e.kind}
+    if e.loc.end_line and e.loc.end_line != e.loc.line:
+        out["end_line"] = e.loc.end_line
+    facts = {k: v for k, v in e.facts.items() if k not in ("stream", "joined") and _plain(v)}
+    if facts and e.kind != "line":
+        out["facts"] = facts
+    return out
+
+
+def _plain(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool, type(None), list, dict))
+
+
+def frame_json(f: Frame) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": f.kind, "file": f.file or None, "line": f.line, "function": f.function or None,
+                           "code": f.code or None}
+    if f.module:
+        out["module"] = f.module
+    return out
+
+
+def cause_json(c: Cause) -> dict[str, Any]:
+    return {
+        "category": c.category,
+        "rule": c.rule,
+        "title": c.title,
+        "confidence": c.confidence,
+        "evidence": [evidence_json(e) for e in c.evidence],
+        "explanation": c.explanation,
+        "remedies": list(c.remedies),
+        "references": list(c.references),
+        "reasoning": list(c.reasoning),
+        "secondary": c.secondary,
+        "other_rules": list(c.other_rules),
+    }
+
+
+def crash_from_outcomes(a: Analysis) -> dict[str, Any] | None:
+    """What the log says about how the process ended, until a core says more."""
+    for c in a.causes:
+        for e in c.evidence:
+            if e.kind == "outcome" and e.facts.get("signal"):
+                return {"signal": e.facts["signal"], "exit_code": e.facts.get("exit_code"),
+                        "core_dumped": bool(e.facts.get("core_dumped")), "source": f"{e.loc}"}
+    return None
+
+
+def to_dict(a: Analysis) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "crashlens", "version": __version__},
+        "inputs": [{"name": i.name, "kind": i.kind, "size": i.size} for i in a.inputs],
+        "causes": [cause_json(c) for c in a.causes],
+        "primary_error": {k: v for k, v in evidence_json(a.primary_error).items() if k in ("source", "line", "end_line", "text")}
+        if a.primary_error else None,
+        "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
+                              "reason": s.reason} for s in a.secondary_errors],
+        "code_path": [frame_json(f) for f in a.code_path],
+        "crash": crash_from_outcomes(a),
+        "backtrace": [],
+        "libraries": [],
+        "environment": dict(a.environment),
+        "exceptions": [{"source": e.loc.source, "line": e.loc.line, "end_line": e.loc.end_line or None,
+                        "type": e.facts.get("type"), "message": e.facts.get("message"),
+                        "secondary": bool(e.facts.get("secondary")), "link": e.facts.get("link") or None,
+                        "frames": [frame_json(f) for f in e.frames]} for e in a.exceptions],
+        "notes": list(a.notes),
+    }
+
+
+def render(a: Analysis) -> str:
+    return json.dumps(to_dict(a), indent=2, ensure_ascii=False, default=str)

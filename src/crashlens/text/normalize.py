@@ -1,0 +1,97 @@
+"""Turn a raw log line into a normalised Line that still points at its origin.
+
+Removes what decorates a line without changing its meaning: ANSI escapes, carriage-return
+overdraws of progress bars (tqdm, rich), UTF-8-read-as-cp1252 mojibake, journald's #012
+escapes, and prefixes (timestamps, syslog headers, dmesg clocks, rank tags of launchers).
+The prefixes are kept in Line.prefix; a rank tag also becomes Line.stream so that output
+interleaved by several ranks can be pulled apart again.
+"""
+
+from __future__ import annotations
+
+import regex as re
+
+from ..model import Line, Loc
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# a progress-bar frame: tqdm "45%|####  | 9/20 [00:01<00:02, 4.1it/s]", rich bars, bare percentages
+_PROGRESS = re.compile(r"(?:\d{1,3}%\|)|(?:\|\s*\d+/\d+\s*\[)|(?:[━█▉▊▋▌▍▎▏#]{4,})|(?:\d+(?:\.\d+)?\s*(?:it|s/it|examples|ex|B|kB|MB|GB|MiB|GiB)/s\b)")
+# characters that betray UTF-8 bytes decoded as cp1252/latin-1
+_MOJIBAKE_HINT = re.compile(r"[ÂÃâð][\x80-\xbf\u0152-\u203a€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ¡-¿]")
+
+# Prefixes that stand before the message; tried repeatedly (a rank tag can follow a timestamp).
+_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # GitHub Actions / ISO-8601 with T and Z: "2024-05-01T12:00:00.1234567Z "
+    ("time", re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+(?:stdout|stderr)\s+[FP])?\s+")),
+    # "[2025-11-12 12:09:01,006]", "2026-11-26 01:28:14,271 ", "2023-09-25 04:31:46.366898: "
+    ("time", re.compile(r"^\[?\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?\s+")),
+    # "[05/23/2021 18:30:06]"
+    ("time", re.compile(r"^\[\d\d/\d\d/\d{4} \d\d:\d\d:\d\d\]")),
+    # dmesg clock "[   77.690605] "
+    ("clock", re.compile(r"^\[\s*\d+\.\d+\]\s?")),
+    # syslog / journalctl: "Jun 30 11:07:05 gpu-0 kernel: ", "Aug 26 14:08:07 host systemd[1]: "
+    ("syslog", re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ (?P<tag>[\w.@/-]+)(?:\[\d+\])?: ")),
+    # launcher rank tags: "[rank3]:", "[default0]:", "[1,0]<stderr>:", "rank2: "
+    ("rank", re.compile(r"^\[(?:rank|default)(?P<rank>\d+)\]:\s?")),
+    ("rank", re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:\s?")),
+    ("rank", re.compile(r"^rank(?P<rank>\d+):\s")),
+    # Ray workers: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
+    ("rank", re.compile(r"^\((?P<worker>\w+) pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\)\s")),
+    # a clock alone: "16:25:20-605249 ", "12:00:01.123 "
+    ("time", re.compile(r"^\d\d:\d\d:\d\d[.,-]\d+\s+")),
+    # Markdown quote of a pasted log
+    ("quote", re.compile(r"^>(?!>)\s?")),
+)
+
+
+def _strip_progress(text: str) -> str:
+    """Keep what a terminal would finally show, plus any overdrawn segment that was not a
+    progress-bar frame (an error printed and then overdrawn must not vanish)."""
+    segments = [s for s in text.split("\r") if s.strip()]
+    if not segments:
+        return ""
+    kept = [s for s in segments[:-1] if not _PROGRESS.search(s)]
+    kept.append(segments[-1])
+    return " ".join(kept)
+
+
+def _fix_mojibake(text: str) -> str:
+    if not _MOJIBAKE_HINT.search(text):
+        return text
+    import ftfy  # imported on first need: most logs never have mojibake
+
+    return ftfy.fix_encoding(text)
+
+
+def clean(text: str) -> str:
+    """Everything except prefix removal: ANSI, overdraws, control characters, mojibake."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = _strip_progress(text)
+    if "#01" in text:
+        text = text.replace("#012", " ").replace("#011", " ")
+    text = _CONTROL.sub("", text)
+    if not text.isascii():
+        text = _fix_mojibake(text)
+    return text.rstrip()
+
+
+def normalize(raw: str, source: str, lineno: int) -> Line:
+    text = clean(raw)
+    prefix_parts: list[str] = []
+    stream = ""
+    for _ in range(4):
+        for what, pattern in _PREFIXES:
+            m = pattern.match(text)
+            if m and m.end() < len(text):
+                prefix_parts.append(m.group(0).strip())
+                if what == "rank":
+                    gd = m.groupdict()
+                    stream = f"rank{gd['rank']}" if gd.get("rank") else f"{gd.get('worker')}-{gd.get('pid')}"
+                text = text[m.end():]
+                break
+        else:
+            break
+    return Line(Loc(source, lineno), text, stream, " ".join(prefix_parts))
