@@ -124,7 +124,7 @@ def code_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
         from .engine.rules import taxonomy
 
         layer = taxonomy().get(cause.category, {}).get("layer", "")
-        msg = exc.text
+        msg = str(exc.facts.get("headline") or exc.text)
         if layer == "gpu-runtime" or "CUDA" in msg or "cuda" in msg:
             frames.append(Frame("gpu", "CUDA", code=msg[:200]))
         elif not frames or frames[-1].kind != "native":

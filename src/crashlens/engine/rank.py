@@ -154,11 +154,11 @@ def _with_reason(cause: Cause, why: str) -> Cause:
 
 
 def _evidence_of(group: Sequence[_Scored]) -> list[Evidence]:
-    seen: set[tuple[Loc, str]] = set()
+    seen: set[tuple[str, int]] = set()
     out: list[Evidence] = []
     for s in group:
         for m in (*s.firing.triggers, *s.firing.supports):
-            key = (m.evidence.loc, m.evidence.kind)
+            key = (m.evidence.loc.source, m.evidence.loc.line)  # a line once, whatever parsed it
             if key in seen:
                 continue
             seen.add(key)

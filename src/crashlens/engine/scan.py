@@ -19,20 +19,26 @@ except ImportError:  # pragma: no cover - platform without a wheel
     _hs = None
 
 
+# Below this many characters, searching each pattern with `regex` is faster than compiling
+# (or loading) a hyperscan database.
+HYPERSCAN_FROM = 512 * 1024
+
+
 class LineScanner:
     def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
         self.patterns = list(patterns)
-        self.multiline = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in self.patterns]
-        self.fallback: list[int] = []
+        self._multiline: dict[int, re.Pattern[str]] = {}
+        self.fallback: list[int] = list(range(len(self.patterns)))
         self.db = None
-        if _hs is not None and self.patterns:
-            self.db, self.fallback = _compile(self.patterns)
-        else:
-            self.fallback = list(range(len(self.patterns)))
+        self._compiled = False
+        self.engine = "regex"
 
-    @property
-    def engine(self) -> str:
-        return "hyperscan" if self.db is not None else "regex"
+    def _prepare(self) -> None:
+        self._compiled = True
+        if _hs is not None and self.patterns:
+            self.db, self.fallback = _cached_compile(self.patterns)
+            if self.db is not None:
+                self.engine = "hyperscan"
 
     def scan(self, texts: Sequence[str]) -> dict[int, set[int]]:
         """pattern index -> indices of the texts (lines) it may match (confirmed by the caller)."""
@@ -40,6 +46,8 @@ class LineScanner:
         if not texts:
             return hits
         blob = "\n".join(texts)
+        if len(blob) >= HYPERSCAN_FROM and not self._compiled:
+            self._prepare()
         if self.db is not None:
             data = blob.encode("utf-8", "surrogatepass")
             starts, pos = [], 0
@@ -52,44 +60,91 @@ class LineScanner:
                 hits.setdefault(pid, set()).add(bisect_right(starts, max(to - 1, 0)) - 1)
 
             self.db.scan(data, match_event_handler=on_match)
-        if self.fallback:
+        todo = self.fallback if self.db is not None else range(len(self.patterns))
+        if todo:
             starts, pos = [], 0
             for t in texts:
                 starts.append(pos)
                 pos += len(t) + 1
-            for pid in self.fallback:
-                for m in self.multiline[pid].finditer(blob):
+            for pid in todo:
+                ml = self._multiline.get(pid)
+                if ml is None:
+                    p = self.patterns[pid]
+                    ml = self._multiline[pid] = re.compile(p.pattern, p.flags | re.MULTILINE)
+                for m in ml.finditer(blob):
                     first = bisect_right(starts, m.start()) - 1
                     last = bisect_right(starts, max(m.end() - 1, m.start())) - 1
                     hits.setdefault(pid, set()).update(range(first, last + 1))
         return hits
 
 
+def _flags(p: re.Pattern[str]) -> int:
+    assert _hs is not None
+    f = _hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY
+    if p.flags & re.IGNORECASE:
+        f |= _hs.HS_FLAG_CASELESS
+    if not p.pattern.isascii():
+        f |= _hs.HS_FLAG_UTF8
+    return f
+
+
+def _cached_compile(patterns: Sequence[re.Pattern[str]]):
+    """Compile once per pattern set and keep the database in the user cache directory."""
+    import hashlib
+    import os
+    from pathlib import Path
+
+    assert _hs is not None
+    key = hashlib.sha256("\x00".join(f"{p.flags}:{p.pattern}" for p in patterns).encode()).hexdigest()[:24]
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crashlens"
+    path = cache_dir / f"hs-{_hs.__version__ if hasattr(_hs, '__version__') else 'x'}-{key}.db"
+    try:
+        blob = path.read_bytes()
+        bad_line, data = blob.split(b"\n", 1)
+        bad = [int(x) for x in bad_line.split(b",") if x]
+        return _hs.loadb(data), bad
+    except Exception:  # no cache yet, or unreadable: compile
+        pass
+    db, bad = _compile(patterns)
+    if db is not None:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(",".join(map(str, bad)).encode() + b"\n" + _hs.dumpb(db))
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only home is fine: compile next time
+    return db, bad
+
+
 def _compile(patterns: Sequence[re.Pattern[str]]):
+    """All patterns in one database; only if that fails, find the ones hyperscan refuses."""
+    assert _hs is not None
+    ids = list(range(len(patterns)))
+    try:
+        db = _hs.Database()
+        db.compile(expressions=[p.pattern.encode() for p in patterns], ids=ids, elements=len(ids),
+                   flags=[_flags(p) for p in patterns])
+        return db, []
+    except Exception:
+        pass
+    return _compile_each(patterns)
+
+
+def _compile_each(patterns: Sequence[re.Pattern[str]]):
     assert _hs is not None
     good: list[int] = []
     bad: list[int] = []
-    flags_base = _hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY
     for i, p in enumerate(patterns):
-        flags = flags_base | (_hs.HS_FLAG_CASELESS if p.flags & re.IGNORECASE else 0)
-        if not p.pattern.isascii():
-            flags |= _hs.HS_FLAG_UTF8
         try:
-            db = _hs.Database()
-            db.compile(expressions=[p.pattern.encode()], ids=[0], elements=1, flags=[flags])
+            _hs.Database().compile(expressions=[p.pattern.encode()], ids=[0], elements=1, flags=[_flags(p)])
             good.append(i)
         except Exception:
             bad.append(i)
     if not good:
         return None, bad
     db = _hs.Database()
-    flags = []
-    for i in good:
-        p = patterns[i]
-        f = flags_base | (_hs.HS_FLAG_CASELESS if p.flags & re.IGNORECASE else 0)
-        if not p.pattern.isascii():
-            f |= _hs.HS_FLAG_UTF8
-        flags.append(f)
     # ids are the original pattern indices
-    db.compile(expressions=[patterns[i].pattern.encode() for i in good], ids=good, elements=len(good), flags=flags)
+    db.compile(expressions=[patterns[i].pattern.encode() for i in good], ids=good, elements=len(good),
+               flags=[_flags(patterns[i]) for i in good])
     return db, bad

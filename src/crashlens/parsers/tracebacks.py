@@ -418,6 +418,7 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
             "secondary": False,
             "secondary_reason": "",
             "exc_line": e.exc_line,
+            "headline": f"{e.type}: {e.message[0]}" if e.message else e.type,
         }
         if e.link == "context" and prev is not None:
             facts["secondary"] = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import regex as re
+
 from ..model import Evidence, Frame
 
 
@@ -14,30 +16,39 @@ def fmt_evidence(e: Evidence, width: int = 200) -> str:
     return f"{e.loc}: {text}"
 
 
-def frame_label(f: Frame) -> str:
-    if f.kind == "gpu":
-        return f"{f.code or 'GPU kernel'}"
-    if f.kind == "native" and not f.file:
-        name = f.function or "?"
-        return f"{name} ({f.module.rsplit('/', 1)[-1]})" if f.module else name
-    where = f.file.rsplit("/", 1)[-1] if f.file else ""
-    call = f.code or f.function or "?"
-    head = f"{f.function} " if f.function and f.code and f.kind == "user" else ""
-    return f"{head}{call} ({where}:{f.line})" if where else call
+_ASSIGN = re.compile(r"^(?:return\s+|await\s+|yield\s+|[\w.\[\], ]+?\s*[-+*/]?=\s*(?!=))")
 
 
-def code_path_line(frames: Sequence[Frame], limit: int = 8) -> str:
-    """outermost user frame … innermost user frame → first library call → failing operation."""
+def call_of(code: str) -> str:
+    """The call a source line makes, shortened: `x = F.conv2d(x, w, padding=1)` -> `F.conv2d(...)`."""
+    code = _ASSIGN.sub("", code.strip(), count=1)
+    m = re.match(r"([\w.]+)\((.*)\)?\s*$", code)
+    if m and len(code) > 28:
+        return f"{m.group(1)}(...)"
+    return code if len(code) <= 60 else code[:59] + "…"
+
+
+def _where(f: Frame) -> str:
+    return f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file else (f.module.rsplit("/", 1)[-1] or "?")
+
+
+def code_path_line(frames: Sequence[Frame], limit: int = 5) -> str:
+    """The seed bug report's style: the innermost user frames, each step written as the call
+    the previous frame made and where it landed, then the failing operation:
+    `validation_step (lit.py:141) → self.model(...) (net.py:28) → F.conv2d → CUDA error…`."""
     frames = list(frames)
-    users = [i for i, f in enumerate(frames) if f.kind == "user"]
-    picked: list[Frame] = []
-    if users:
-        picked = [frames[i] for i in users][-limit:]
-        after = frames[users[-1] + 1:]
-        lib = [f for f in after if f.kind == "library"]
-        if lib:
-            picked.append(lib[0])
-        picked += [f for f in after if f.kind in ("native", "gpu")][-2:]
+    users = [f for f in frames if f.kind == "user"][-limit:]
+    tail = [f for f in frames if f.kind in ("native", "gpu")][-1:]
+    if not users:
+        parts = [f"{f.function or '?'} ({_where(f)})" for f in frames if f.kind != "gpu"][-limit:]
     else:
-        picked = frames[-limit:]
-    return " → ".join(frame_label(f) for f in picked)
+        parts = [f"{users[0].function or '?'} ({_where(users[0])})"]
+        for prev, cur in zip(users, users[1:]):
+            parts.append(f"{call_of(prev.code) if prev.code else cur.function} ({_where(cur)})")
+        if users[-1].code:
+            parts.append(call_of(users[-1].code))
+    if tail and tail[0].kind == "gpu":
+        parts.append(tail[0].code or "GPU kernel")
+    elif tail:
+        parts.append(f"{tail[0].function or '?'} ({_where(tail[0])})")
+    return " → ".join(parts)

@@ -1,0 +1,1019 @@
+"""Streaming line selection with bounded memory for very large logs.
+
+:func:`select_lines` reads a binary stream once, in large chunks, and yields
+``(line_number, text)`` for the lines worth looking at.  A small stream (fewer
+than ``full_below`` bytes) is yielded whole.  A large one is reduced to the
+first ``head`` lines, the last ``tail`` lines and a window of ``before`` /
+``after`` lines around every line that matches one of the anchor patterns.
+
+Matching
+--------
+Anchors are regular expressions in the syntax of the ``regex`` module.  The
+contract is *per line*: a line is an anchor line when ``regex.search(p, line)``
+finds a match for some anchor ``p`` on the decoded line.  The scan may report
+more lines than that (extra windows are harmless), but never fewer.
+
+With :mod:`hyperscan` available each anchor is parsed with Python's own
+regular-expression parser and rewritten into a byte-level pattern that matches
+a superset of what the original matches on the UTF-8 decoded line (non-ASCII
+characters, ``\\w``/``\\d``/``\\s``, case folding, ``.`` and negated classes are
+widened to cover every byte sequence that could decode to a matching
+character; look-arounds, ``\\b`` and back-references are dropped, which only
+widens).  Each rewritten pattern gets the suffix ``[^\\n]*$`` and is compiled
+with ``HS_FLAG_MULTILINE | HS_FLAG_PREFILTER``: hyperscan then reports each
+pattern at most once per line, at the line's newline, so the Python callback
+runs once per (anchor, matching line) however many times the anchor occurs in
+the line.  ``HS_FLAG_SINGLEMATCH`` is deliberately not used: it would report a
+pattern once per scan call, i.e. once per 16 MiB chunk.
+
+Anchors that Python's parser does not accept (``regex``-only syntax such as
+``\\p{L}``, ``(?|...)``, fuzzy matching, POSIX classes) or that hyperscan
+cannot compile even in prefilter mode are run with the ``regex`` module on the
+decoded chunk instead.  Without hyperscan every anchor takes that path
+(``SelectStats.engine == "regex"``).
+
+Memory
+------
+One 16 MiB read buffer (plus the unfinished last line, at most another
+16 MiB), a ring of the last ``max(tail, before)`` lines (each cut to
+``max_line`` bytes) and the open windows.  A line longer than 16 MiB is never
+held: its first ``max_line`` bytes are kept and the rest is scanned (hyperscan
+stream mode) and counted while it streams past.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import deque
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator, Sequence
+
+import regex
+
+try:  # Python >= 3.11
+    from re import _constants as _sre_c  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre_c  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+try:
+    import hyperscan as _hs
+except Exception:  # pragma: no cover - depends on the platform
+    _hs = None
+
+__all__ = ["SelectStats", "select_lines", "CHUNK_SIZE"]
+
+#: Bytes read per chunk.  Module-level so tests can shrink it.
+CHUNK_SIZE = 16 << 20
+
+_NL = b"\n"
+
+
+@dataclass
+class SelectStats:
+    """Counters filled in while :func:`select_lines` runs (final once exhausted)."""
+
+    total_lines: int = 0
+    total_bytes: int = 0
+    kept_lines: int = 0
+    truncated_lines: int = 0  # yielded lines that were cut at max_line
+    mode: str = "full"  # "full" (every line) or "selected"
+    engine: str = ""  # "hyperscan" or "regex"
+    regex_anchors: int = 0  # anchors that had to be run with the regex module
+
+
+# --------------------------------------------------------------------------
+# Anchor pattern -> byte-level superset pattern for hyperscan
+# --------------------------------------------------------------------------
+
+
+class _Untranslatable(Exception):
+    pass
+
+
+_ALL = frozenset(range(128)) - {10}  # one ASCII byte of a line (never \n)
+_DIGIT = frozenset(range(48, 58))
+_WORD = frozenset(
+    list(range(48, 58)) + list(range(65, 91)) + list(range(97, 123)) + [95]
+)
+_SPACE_MIN = frozenset([9, 11, 12, 13, 32])  # \s in both re and regex
+_SPACE_MAX = _SPACE_MIN | frozenset(range(28, 32))  # re also has \x1c-\x1f
+# Non-ASCII characters whose case-insensitive match includes ASCII letters.
+_FOLD_TO_ASCII = {0x130: "iI", 0x131: "iI", 0x17F: "sS", 0x212A: "kK"}
+# Any character that is not ASCII: a lead byte and up to 3 continuation
+# bytes.  Also covers every U+FFFD that errors="replace" produces.
+_NONASCII = r"[\x80-\xff][\x80-\xbf]{0,3}"
+
+_AT_START = {_sre_c.AT_BEGINNING, _sre_c.AT_BEGINNING_STRING}
+_AT_END = {_sre_c.AT_END, _sre_c.AT_END_STRING}
+_REPEATS = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT}
+if hasattr(_sre_c, "POSSESSIVE_REPEAT"):
+    _REPEATS.add(_sre_c.POSSESSIVE_REPEAT)
+_ATOMIC = getattr(_sre_c, "ATOMIC_GROUP", None)
+_CHAR_OPS = {_sre_c.LITERAL, _sre_c.NOT_LITERAL, _sre_c.ANY, _sre_c.IN}
+_IGNORECASE = _sre_c.SRE_FLAG_IGNORECASE
+
+
+def _swap_ascii(codes: set[int]) -> set[int]:
+    out = set(codes)
+    for c in codes:
+        ch = chr(c)
+        if ch.isalpha():
+            out.add(ord(ch.swapcase()))
+    return out
+
+
+def _cat_members(cat, superset: bool) -> frozenset[int]:
+    """ASCII members of a category; a superset or a subset of both engines'."""
+    c = _sre_c
+    if cat is c.CATEGORY_DIGIT:
+        return _DIGIT
+    if cat is c.CATEGORY_NOT_DIGIT:
+        return _ALL - _DIGIT
+    if cat is c.CATEGORY_WORD:
+        return _WORD
+    if cat is c.CATEGORY_NOT_WORD:
+        return _ALL - _WORD
+    if cat is c.CATEGORY_SPACE:
+        return _SPACE_MAX if superset else _SPACE_MIN
+    if cat is c.CATEGORY_NOT_SPACE:
+        return (_ALL - _SPACE_MIN) if superset else (_ALL - _SPACE_MAX)
+    raise _Untranslatable(f"category {cat}")
+
+
+def _literal_set(code: int, ic: bool) -> tuple[set[int], bool]:
+    """(ASCII bytes, may-be-non-ASCII) that a literal character can match."""
+    if code < 128:
+        s = {code}
+        if ic:
+            s = _swap_ascii(s)
+            return s, chr(code).lower() in "iks"
+        return s, False
+    s: set[int] = set()
+    if ic:
+        ch = chr(code)
+        for v in (ch.lower(), ch.upper(), ch.casefold(), ch.swapcase()):
+            if len(v) == 1 and ord(v) < 128:
+                s.add(ord(v))
+        for letters in (_FOLD_TO_ASCII.get(code, ""),):
+            s.update(ord(x) for x in letters)
+        s = _swap_ascii(s)
+    return s, True
+
+
+def _charset(op, av, ic: bool) -> tuple[set[int], bool] | bytes:
+    """Superset of one-character element as (ASCII set, non-ASCII flag).
+
+    A non-ASCII literal matched case-sensitively is returned as its exact
+    UTF-8 bytes instead.
+    """
+    c = _sre_c
+    if op is c.LITERAL:
+        if av >= 128 and not ic and av != 0xFFFD and not 0xD800 <= av < 0xE000:
+            return chr(av).encode("utf-8")
+        return _literal_set(av, ic)
+    if op is c.NOT_LITERAL:
+        return set(_ALL - {av}), True
+    if op is c.ANY:
+        return set(_ALL), True
+    if op is c.IN:
+        items = list(av)
+        negate = bool(items) and items[0][0] is c.NEGATE
+        if negate:
+            items = items[1:]
+        if negate:
+            # Only members certain to be in the class may be removed.
+            sure: set[int] = set()
+            for iop, iav in items:
+                if iop is c.LITERAL:
+                    if iav < 128:
+                        sure.add(iav)
+                elif iop is c.RANGE:
+                    lo, hi = iav
+                    sure.update(range(lo, min(hi, 127) + 1))
+                elif iop is c.CATEGORY:
+                    sure |= _cat_members(iav, superset=False)
+                else:
+                    raise _Untranslatable(f"class item {iop}")
+            return set(_ALL - sure), True
+        s: set[int] = set()
+        nonascii = False
+        for iop, iav in items:
+            if iop is c.LITERAL:
+                ls, na = _literal_set(iav, ic)
+                s |= ls
+                nonascii |= na
+            elif iop is c.RANGE:
+                lo, hi = iav
+                part = set(range(lo, min(hi, 127) + 1))
+                if ic:
+                    part = _swap_ascii(part)
+                    if any(ch in part for ch in b"iksIKS"):
+                        nonascii = True
+                s |= part
+                if hi >= 128:
+                    nonascii = True
+                    if ic:
+                        for code, letters in _FOLD_TO_ASCII.items():
+                            if lo <= code <= hi:
+                                s.update(ord(x) for x in letters)
+                        # other non-ASCII letters in the range may fold to
+                        # ASCII ones through lower()/upper()
+                        if lo < 0x250:
+                            for code in range(max(lo, 128), min(hi, 0x24F) + 1):
+                                s |= _literal_set(code, True)[0]
+            elif iop is c.CATEGORY:
+                s |= _cat_members(iav, superset=True)
+                nonascii = True
+            else:
+                raise _Untranslatable(f"class item {iop}")
+        s.discard(10)
+        return s, nonascii
+    raise _Untranslatable(f"op {op}")
+
+
+def _byte_class(codes) -> str:
+    codes = sorted(set(codes))
+    if not codes:
+        raise _Untranslatable("empty class")
+    parts = []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        if j == i:
+            parts.append("\\x%02x" % codes[i])
+        else:
+            parts.append("\\x%02x-\\x%02x" % (codes[i], codes[j]))
+        i = j + 1
+    return "[" + "".join(parts) + "]"
+
+
+def _exact_bytes(b: bytes) -> str:
+    return "".join("\\x%02x" % x for x in b)
+
+
+def _single(cs) -> str:
+    if isinstance(cs, bytes):
+        return _exact_bytes(cs)
+    s, nonascii = cs
+    if not nonascii:
+        return _byte_class(s)
+    if not s:
+        return "(?:" + _NONASCII + ")"
+    return "(?:" + _byte_class(s) + "|" + _NONASCII + ")"
+
+
+def _quant(lo: int, hi) -> str:
+    if hi is _sre_c.MAXREPEAT or hi == _sre_c.MAXREPEAT:
+        return "*" if lo == 0 else "+" if lo == 1 else "{%d,}" % lo
+    if lo == hi:
+        return "" if lo == 1 else "{%d}" % lo
+    return "{%d,%d}" % (lo, hi)
+
+
+def _tr(sub, ic: bool) -> str:
+    return "".join(_tr_item(op, av, ic) for op, av in sub)
+
+
+def _tr_item(op, av, ic: bool) -> str:
+    c = _sre_c
+    if op in _CHAR_OPS:
+        return _single(_charset(op, av, ic))
+    if op is c.AT:
+        if av in _AT_START:
+            return "^"
+        if av in _AT_END:
+            return "$"
+        return ""  # \b, \B: dropping an assertion only widens
+    if op is c.SUBPATTERN:
+        _group, add, dele, p = av
+        ic2 = (ic or bool(add & _IGNORECASE)) and not (dele & _IGNORECASE)
+        return "(?:" + _tr(p, ic2) + ")"
+    if op is c.BRANCH:
+        return "(?:" + "|".join(_tr(p, ic) for p in av[1]) + ")"
+    if op in _REPEATS:
+        lo, hi, item = av
+        if hi is not c.MAXREPEAT and hi != c.MAXREPEAT and hi == 0:
+            return ""
+        if len(item) == 1 and item[0][0] in _CHAR_OPS:
+            cs = _charset(item[0][0], item[0][1], ic)
+            if not isinstance(cs, bytes):
+                s, nonascii = cs
+                if not nonascii:
+                    return _byte_class(s) + _quant(lo, hi)
+                cls = _byte_class(set(s) | set(range(128, 256)))
+                unbounded = hi is c.MAXREPEAT or hi == c.MAXREPEAT
+                # n characters are n..4n bytes
+                return cls + _quant(lo, hi if unbounded else 4 * hi)
+        return "(?:" + _tr(item, ic) + ")" + _quant(lo, hi)
+    if _ATOMIC is not None and op is _ATOMIC:
+        return "(?:" + _tr(av, ic) + ")"
+    if op is c.GROUPREF:
+        return "[^\\n]*"
+    if op is c.GROUPREF_EXISTS:
+        _group, yes, no = av
+        return "(?:" + _tr(yes, ic) + "|" + (_tr(no, ic) if no else "") + ")"
+    if op in (c.ASSERT, c.ASSERT_NOT):
+        return ""
+    raise _Untranslatable(f"op {op}")
+
+
+_QUANT_BRACE = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")
+
+
+def _check_braces(pattern: str) -> None:
+    """Reject '{' that Python would read as a literal (regex: fuzzy etc.)."""
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            continue
+        elif ch == "{" and not _QUANT_BRACE.match(pattern, i):
+            raise _Untranslatable("literal '{' (regex-only syntax?)")
+        i += 1
+
+
+def translate(pattern: str) -> str:
+    """Byte-level pattern that matches (at least) every line that ``pattern``
+    matches with ``regex.search`` on the UTF-8 decoded line.
+
+    Raises ``_Untranslatable`` when Python's parser does not understand the
+    pattern exactly as the ``regex`` module would.
+    """
+    _check_braces(pattern)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tree = _sre_parse.parse(pattern, 0)
+    except Exception as exc:  # re.error, FutureWarning, DeprecationWarning
+        raise _Untranslatable(str(exc)) from None
+    ic = bool(tree.state.flags & _IGNORECASE)
+    return _tr(tree, ic)
+
+
+# --------------------------------------------------------------------------
+# Matchers: find candidate lines in a buffer region of complete lines
+# --------------------------------------------------------------------------
+# A matcher's scan(mv, start, end, out) appends, for each candidate line in
+# mv[start:end] (complete lines, the last one ending with '\n'), the offset of
+# that line's '\n'.  Several entries for one line and any order are allowed.
+
+# Anchors that cannot be searched for in a multi-line block without risking a
+# missed per-line match: string anchors, negative look-arounds (they may see
+# the neighbouring line), flag changes, conditionals, verbs, reverse search.
+_BLOCK_UNSAFE = regex.compile(r"\\[AZzGK]|\(\?<?!|\(\?\(|\(\*|\(\?[a-zA-Z0-9^]*[-sr^V]")
+_LEADING_FLAGS = regex.compile(r"\(\?([imsx]+)\)")
+_INLINE_FLAGS = regex.compile(r"\(\?[a-zA-Z^]")
+_NUMBERED_REF = regex.compile(r"\\[1-9]|\\g<?[-+]?\d|\(\?\(\d|\(\?[-+]?\d|\(\?R")
+
+
+def _scoped(a: str) -> str | None:
+    """``a`` wrapped so that it can be one branch of an alternation, or None."""
+    if _NUMBERED_REF.search(a):
+        return None
+    m = _LEADING_FLAGS.match(a)
+    if m:
+        body = a[m.end():]
+        head = f"(?{m.group(1)}:"
+    else:
+        body, head = a, "(?:"
+    if _INLINE_FLAGS.search(body):
+        return None
+    return head + body + ")"
+
+
+def _combine(anchors: Sequence[str], flags: int = 0):
+    """One compiled alternation of ``anchors``, or None when that is unsafe."""
+    parts = [_scoped(a) for a in anchors]
+    if not parts or any(p is None for p in parts):
+        return None
+    try:
+        return regex.compile("|".join(parts), flags)  # type: ignore[arg-type]
+    except regex.error:
+        return None
+
+
+class _RegexSet:
+    """Anchors run with the ``regex`` module on decoded text."""
+
+    OVERLAP = 1 << 20  # context carried between pieces of a line too long to hold
+
+    def __init__(self, anchors: Sequence[str]):
+        self.line_pats = [regex.compile(a) for a in anchors]
+        self.line_any = (
+            self.line_pats[0] if len(self.line_pats) == 1 else _combine(anchors)
+        )
+        safe = [a for a in anchors if not _BLOCK_UNSAFE.search(a)]
+        unsafe = [a for a in anchors if _BLOCK_UNSAFE.search(a)]
+        self.unsafe_pats = [regex.compile(a) for a in unsafe]
+        self.unsafe_any = _combine(unsafe) if len(unsafe) > 1 else None
+        combined = _combine(safe, regex.MULTILINE) if len(safe) > 1 else None
+        if combined is not None:
+            self.block_pats = [combined]
+        else:
+            self.block_pats = [regex.compile(a, regex.MULTILINE) for a in safe]
+
+    def line_matches(self, line: str) -> bool:
+        if self.line_any is not None:
+            return self.line_any.search(line) is not None
+        return any(p.search(line) for p in self.line_pats)
+
+    def scan(self, mv: memoryview, start: int, end: int, out: list[int]) -> None:
+        try:
+            text = str(mv[start:end], "utf-8")
+        except UnicodeDecodeError:
+            # invalid UTF-8: the block search could see other characters than
+            # the per-line decoding does; go line by line
+            self._scan_lines(mv, start, end, out, self.line_pats, self.line_any)
+            return
+        if self.unsafe_pats:
+            self._scan_lines(mv, start, end, out, self.unsafe_pats, self.unsafe_any)
+        if not self.block_pats:
+            return
+        ascii_text = text.isascii()
+        last = len(text) - 1
+        find = text.find
+        for pat in self.block_pats:
+            search = pat.search
+            pos = bpos = cpos = 0  # bpos/cpos: the same place in bytes / chars
+            while pos <= last:
+                m = search(text, pos)
+                if m is None:
+                    break
+                nl = find("\n", m.start())
+                if nl < 0:
+                    nl = last
+                if ascii_text:
+                    out.append(start + nl)
+                else:
+                    bpos += len(text[cpos:nl].encode("utf-8"))
+                    cpos = nl
+                    out.append(start + bpos)
+                pos = nl + 1
+
+    @staticmethod
+    def _scan_lines(mv, start, end, out, pats, any_pat) -> None:
+        off = start
+        for raw in bytes(mv[start:end]).split(_NL)[:-1]:
+            line = raw.decode("utf-8", "replace")
+            off += len(raw)
+            if any_pat is not None:
+                hit = any_pat.search(line) is not None
+            else:
+                hit = any(p.search(line) for p in pats)
+            if hit:
+                out.append(off)
+            off += 1
+
+    def long_line(self) -> "_RegexLong":
+        return _RegexLong(self)
+
+
+class _RegexLong:
+    """Matches one line fed in pieces, each searched with the previous
+    OVERLAP bytes in front of it (a match longer than that which straddles two
+    pieces of a line over 16 MiB can be missed)."""
+
+    def __init__(self, rs: _RegexSet):
+        self.rs = rs
+        self.carry = b""
+        self.hit = False
+
+    def feed(self, piece) -> None:
+        if self.hit:
+            return
+        data = self.carry + bytes(piece)
+        if self.rs.line_matches(data.decode("utf-8", "replace")):
+            self.hit = True
+        else:
+            self.carry = data[-_RegexSet.OVERLAP:]
+
+    def finish(self) -> bool:
+        return self.hit
+
+
+class _HyperscanSet:
+    """Anchor translations in hyperscan databases.
+
+    ``eol`` expressions end in ``[^\\n]*$`` and report the offset of the
+    line's newline (once per line); ``plain`` ones (where hyperscan refused
+    that suffix, e.g. an anchor ending in ``$``) report match ends that are
+    mapped to the end of their line.
+    """
+
+    def __init__(self, eol: list[bytes], plain: list[bytes]):
+        self.flags = _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_PREFILTER
+        self.groups = [(exprs, suffix) for exprs, suffix in ((eol, True), (plain, False)) if exprs]
+        self.block = [(self._compile_all(e, _hs.HS_MODE_BLOCK), s) for e, s in self.groups]
+        self._stream = None
+        self._hits: list[int] = []
+        append = self._hits.append
+
+        def on_match(_id, _from, to, _flags, _ctx):
+            append(to)
+
+        self._on_match = on_match  # keep a reference: the extension does not
+
+    def _compile(self, exprs, mode):
+        db = _hs.Database(mode=mode)
+        db.compile(
+            expressions=list(exprs),
+            ids=list(range(len(exprs))),
+            elements=len(exprs),
+            flags=[self.flags] * len(exprs),
+        )
+        return db
+
+    def _compile_all(self, exprs, mode) -> list:
+        try:
+            return [self._compile(exprs, mode)]
+        except _hs.error:  # pragma: no cover - each one compiled alone before
+            return [self._compile([e], mode) for e in exprs]
+
+    @staticmethod
+    def compiles(expr: bytes) -> bool:
+        try:
+            _hs.Database(mode=_hs.HS_MODE_BLOCK).compile(
+                expressions=[expr],
+                ids=[0],
+                elements=1,
+                flags=[_hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_PREFILTER],
+            )
+            return True
+        except _hs.error:
+            return False
+
+    def scan(self, mv: memoryview, start: int, end: int, out: list[int]) -> None:
+        hits = self._hits
+        region = mv[start:end]
+        last = end - start - 1  # the region's final '\n'
+        try:
+            for dbs, suffix in self.block:
+                for db in dbs:
+                    db.scan(region, match_event_handler=self._on_match)
+                if not hits:
+                    continue
+                if suffix:  # already the offset of a '\n' (or the region end)
+                    out.extend(start + (h if h <= last else last) for h in hits)
+                else:
+                    hits.sort()
+                    nl = -1
+                    for h in hits:
+                        if h > nl:
+                            nl = _find_nl(mv, start, end, h)
+                            out.append(start + nl)
+                hits.clear()
+        finally:
+            hits.clear()
+            region.release()
+
+    def long_line(self) -> "_HyperscanLong":
+        if self._stream is None:
+            self._stream = [
+                db for e, _s in self.groups for db in self._compile_all(e, _hs.HS_MODE_STREAM)
+            ]
+        return _HyperscanLong(self._stream)
+
+
+def _find_nl(mv: memoryview, start: int, end: int, rel: int) -> int:
+    """Offset (relative to start) of the first '\\n' at or after start+rel."""
+    ba = mv.obj
+    i = ba.find(_NL, start + rel, end)
+    return (end - 1 if i < 0 else i) - start
+
+
+class _HyperscanLong:
+    def __init__(self, dbs):
+        self.hit = False
+
+        def on_match(_id, _from, _to, _flags, _ctx):
+            self.hit = True
+
+        self._on_match = on_match  # keep a reference: the extension does not
+        self.streams = []
+        for db in dbs:
+            s = db.stream(match_event_handler=on_match)
+            s.__enter__()
+            self.streams.append(s)
+
+    def feed(self, piece) -> None:
+        if not self.hit:
+            for s in self.streams:
+                s.scan(piece)
+
+    def finish(self) -> bool:
+        for s in self.streams:
+            s.close(match_event_handler=self._on_match)
+        self.streams = []
+        return self.hit
+
+
+class _Matcher:
+    def __init__(self, anchors: Sequence[str], use_hyperscan: bool | None = None):
+        if isinstance(anchors, (str, bytes)):
+            anchors = [anchors]  # type: ignore[list-item]
+        anchors = list(dict.fromkeys(anchors))
+        for a in anchors:
+            if not isinstance(a, str):
+                raise TypeError(f"anchor patterns must be str, not {type(a).__name__}")
+            try:
+                regex.compile(a)
+            except regex.error as exc:
+                raise ValueError(f"invalid anchor pattern {a!r}: {exc}") from None
+        if use_hyperscan is None:
+            use_hyperscan = _hs is not None
+        self.hs: _HyperscanSet | None = None
+        fallback: list[str] = []
+        if use_hyperscan and _hs is not None:
+            self.engine = "hyperscan"
+            eol: list[bytes] = []
+            plain: list[bytes] = []
+            for a in anchors:
+                try:
+                    t = translate(a)
+                except _Untranslatable:
+                    fallback.append(a)
+                    continue
+                e = ("(?:" + t + ")[^\\n]*$").encode("ascii")
+                if _HyperscanSet.compiles(e):
+                    eol.append(e)
+                elif _HyperscanSet.compiles(t.encode("ascii")):
+                    plain.append(t.encode("ascii"))
+                else:
+                    fallback.append(a)
+            if eol or plain:
+                self.hs = _HyperscanSet(eol, plain)
+        else:
+            self.engine = "regex"
+            fallback = anchors
+        self.rx = _RegexSet(fallback) if fallback else None
+        self.n_regex = len(fallback)
+        self.fallback = fallback
+
+    def scan(self, mv: memoryview, start: int, end: int) -> list[int]:
+        out: list[int] = []
+        if self.hs is not None:
+            self.hs.scan(mv, start, end, out)
+        if self.rx is not None:
+            self.rx.scan(mv, start, end, out)
+        if len(out) > 1:
+            out.sort()
+        return out
+
+    def long_line(self) -> "_LongAll":
+        parts: list = []
+        if self.hs is not None:
+            parts.append(self.hs.long_line())
+        if self.rx is not None:
+            parts.append(self.rx.long_line())
+        return _LongAll(parts)
+
+
+class _LongAll:
+    def __init__(self, parts):
+        self.parts = parts
+
+    def feed(self, piece) -> None:
+        for p in self.parts:
+            p.feed(piece)
+
+    def finish(self) -> bool:
+        hit = False
+        for p in self.parts:
+            hit = p.finish() or hit
+        return hit
+
+
+# --------------------------------------------------------------------------
+# Line selection
+# --------------------------------------------------------------------------
+
+
+def _cut_point(b, limit: int) -> int:
+    """Cut position <= limit (len(b) > limit) that does not split a UTF-8
+    character; ``limit`` itself when the bytes there are not UTF-8."""
+    k = limit
+    while k > limit - 3 and k > 0 and (b[k] & 0xC0) == 0x80:
+        k -= 1
+    if k > 0 and (b[k] & 0xC0) == 0x80:
+        return limit
+    return k
+
+
+def _decode(b, max_line: int, cut: int, stats: SelectStats) -> str:
+    """Decode one line, cut at max_line bytes (``cut``: bytes already dropped)."""
+    if len(b) > max_line:
+        k = _cut_point(b, max_line)
+        cut += len(b) - k
+        b = b[:k]
+    if cut:
+        stats.truncated_lines += 1
+        return b.decode("utf-8", "replace") + f" …[cut {cut} bytes]"
+    return b.decode("utf-8", "replace")
+
+
+def _line_start(ba, start: int, pos: int) -> int:
+    """Start of the line that contains offset pos (a '\\n' belongs to its line)."""
+    i = ba.rfind(_NL, start, pos)
+    return start if i < 0 else i + 1
+
+
+def _read_into(stream, mv: memoryview, want: int) -> int:
+    """Fill mv[:want] as far as the stream allows; 0 only at end of stream."""
+    got = 0
+    readinto = getattr(stream, "readinto", None)
+    while got < want:
+        if readinto is not None:
+            n = readinto(mv[got:want])
+        else:
+            data = stream.read(want - got)
+            n = len(data) if data else 0
+            if n:
+                mv[got:got + n] = data
+        if not n:
+            break
+        got += n
+    return got
+
+
+def select_lines(
+    stream: BinaryIO,
+    anchors: Sequence[str],
+    *,
+    full_below: int = 8 << 20,
+    before: int = 150,
+    after: int = 60,
+    head: int = 300,
+    tail: int = 3000,
+    max_line: int = 65536,
+    stats: SelectStats | None = None,
+) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for the lines of ``stream`` worth keeping.
+
+    Line numbers are 1-based and are those of the original stream; lines come
+    in ascending order, each at most once, decoded as UTF-8 (errors replaced)
+    and without their ``\\n`` (a ``\\r`` stays).  A stream of fewer than
+    ``full_below`` bytes is yielded whole (``stats.mode == "full"``).
+    Otherwise (``"selected"``) only the first ``head`` lines, the last
+    ``tail`` lines and the window ``[n - before, n + after]`` around every line
+    ``n`` that an anchor matches are yielded.  A line longer than ``max_line``
+    bytes is cut there and gets the suffix ``" …[cut N bytes]"``.
+
+    The anchors are compiled when this function is called (``ValueError`` for
+    an invalid one); the stream is read lazily by the returned iterator, in
+    16 MiB chunks.  ``stats`` is updated as lines are produced and is final
+    once the iterator is exhausted.
+    """
+    for name, v in (("before", before), ("after", after), ("head", head), ("tail", tail)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0")
+    if max_line < 1:
+        raise ValueError("max_line must be >= 1")
+    if stats is None:
+        stats = SelectStats()
+    matcher = _Matcher(anchors)
+    stats.engine = matcher.engine
+    stats.regex_anchors = matcher.n_regex
+    sel = _Selector(stream, matcher, before, after, head, tail, max_line, stats)
+    return sel.run(full_below)
+
+
+class _Selector:
+    def __init__(self, stream, matcher, before, after, head, tail, max_line, stats):
+        self.stream = stream
+        self.matcher = matcher
+        self.before = before
+        self.after = after
+        self.tail = tail
+        self.max_line = max_line
+        self.stats = stats
+        self.keep = max(before, tail)  # lines the ring must hold
+        self.M = 0  # number of complete lines processed
+        self.ring: deque = deque()  # lines M-len(ring)+1 .. M, each cut to max_line
+        self.cuts: dict[int, int] = {}  # line number -> bytes already cut off
+        # Windows [a, b, off], sorted, disjoint and not adjacent; ``off`` is
+        # the offset of line a in the block being processed when a lies there.
+        self.iv: list[list] = [[1, head, None]] if head > 0 else []
+
+    def _full(self, data: bytes) -> Iterator[tuple[int, str]]:
+        st = self.stats
+        st.mode = "full"
+        lines = data.split(_NL)
+        if lines[-1] == b"":
+            lines.pop()
+        st.total_lines = len(lines)
+        ml = self.max_line
+        for i, line in enumerate(lines, 1):
+            st.kept_lines += 1
+            yield i, _decode(line, ml, 0, st)
+
+    def run(self, full_below: int) -> Iterator[tuple[int, str]]:
+        st = self.stats
+        chunk = max(CHUNK_SIZE, 64)
+        long_t = chunk  # an unfinished line this long is streamed, not held
+        # Enough of the stream to decide between full and selected mode.
+        first = bytearray(max(full_below, 0))
+        with memoryview(first) as fmv:
+            n0 = _read_into(self.stream, fmv, len(first))
+        st.total_bytes = n0
+        if n0 < full_below:
+            yield from self._full(bytes(first[:n0]))
+            return
+        st.mode = "selected"
+        ba = bytearray(long_t + max(chunk, n0) + 1)
+        ba[:n0] = first[:n0]
+        del first
+        mv = memoryview(ba)
+        ml = self.max_line
+        matcher = self.matcher
+        fill = 0  # ba[:fill] holds data
+        new = n0  # bytes after ba[fill] read but not looked at yet
+        long = None  # while a line too long to hold streams past
+        long_prefix = b""
+        long_len = 0
+        try:
+            while True:
+                if not new:
+                    new = _read_into(self.stream, mv[fill:], chunk)
+                    if not new:
+                        break
+                    st.total_bytes += new
+                lo = fill
+                fill += new
+                new = 0
+                start = 0
+                if long is not None:
+                    i = ba.find(_NL, lo, fill)
+                    stop = fill if i < 0 else i
+                    need = ml + 1 - len(long_prefix)
+                    if need > 0:
+                        long_prefix += bytes(mv[lo:min(stop, lo + need)])
+                    long.feed(mv[lo:stop])
+                    long_len += stop - lo
+                    if i < 0:
+                        fill = 0
+                        continue
+                    yield from self._finish_long(long, long_prefix, long_len)
+                    long = None
+                    start = lo = i + 1
+                nl = ba.rfind(_NL, lo, fill)
+                if nl >= 0:
+                    end = nl + 1
+                    yield from self._block(ba, start, end, matcher.scan(mv, start, end))
+                    start = end
+                rest = fill - start
+                if rest >= long_t:
+                    long = matcher.long_line()
+                    long.feed(mv[start:fill])
+                    long_prefix = bytes(mv[start:min(fill, start + ml + 1)])
+                    long_len = rest
+                    fill = 0
+                elif start:
+                    ba[0:rest] = ba[start:fill]
+                    fill = rest
+            # end of stream
+            if long is not None:
+                yield from self._finish_long(long, long_prefix, long_len)
+            elif fill:
+                ba[fill] = 10  # the last line had no '\n'
+                yield from self._block(ba, 0, fill + 1, matcher.scan(mv, 0, fill + 1))
+            yield from self._flush()
+        finally:
+            mv.release()
+
+    def _finish_long(self, long, prefix: bytes, length: int):
+        hit = long.finish()
+        k = _cut_point(prefix, self.max_line) if len(prefix) > self.max_line else len(prefix)
+        num = self.M + 1
+        if length > k:
+            self.cuts[num] = length - k
+        buf = bytearray(prefix[:k] + _NL)
+        yield from self._block(buf, 0, len(buf), [len(buf) - 1] if hit else [])
+
+    def _block(self, ba, start: int, end: int, ends: list[int]):
+        """Process the complete lines ba[start:end]; ``ends`` are the sorted
+        offsets of the '\\n' of the lines an anchor (may) match."""
+        before, after = self.before, self.after
+        first = self.M + 1
+        last = self.M + ba.count(_NL, start, end)
+        self.stats.total_lines = last
+        iv = self.iv
+        # 1. windows around anchor lines
+        if ends:
+            count = ba.count
+            pos, line, prev = start, first, -1
+            for e in ends:
+                if e <= prev:
+                    continue
+                line += count(_NL, pos, e)
+                pos = prev = e
+                a, b = line - before, line + after
+                if iv and a <= iv[-1][1] + 1:
+                    if b > iv[-1][1]:
+                        iv[-1][1] = b
+                    continue
+                if a < 1:
+                    a = 1
+                off = None
+                if a >= first:  # find where line a starts
+                    off = _line_start(ba, start, e)
+                    for _ in range(line - a):
+                        off = _line_start(ba, start, off - 1)
+                iv.append([a, b, off])
+        # 2. lines no longer needed for the tail or a later window
+        final = last - self.keep
+        if self.ring and final > self.M - len(self.ring):
+            yield from self._emit_ring(final)
+        if final >= first:
+            yield from self._emit_block(ba, start, end, first, min(final, last))
+        # 3. the last lines go to the ring
+        lo_line = max(final + 1, first)
+        if lo_line <= last:
+            ml = self.max_line
+            cuts = self.cuts
+            lines = []
+            e = end - 1
+            for num in range(last, lo_line - 1, -1):
+                s = _line_start(ba, start, e)
+                lb = ba[s:e]
+                if len(lb) > ml:
+                    k = _cut_point(lb, ml)
+                    cuts[num] = cuts.get(num, 0) + len(lb) - k
+                    lb = lb[:k]
+                lines.append(bytes(lb))
+                e = s - 1
+            lines.reverse()
+            self.ring.extend(lines)
+        self.M = last
+        # 4. forget finished windows; block offsets are only valid in this block
+        if iv:
+            j = 0
+            while j < len(iv) and iv[j][1] <= final:
+                j += 1
+            if j:
+                del iv[:j]
+            for w in iv:
+                w[2] = None
+        if self.cuts:
+            for k in [k for k in self.cuts if k <= final]:
+                del self.cuts[k]
+
+    def _emit_ring(self, final: int):
+        """Pop the ring lines numbered <= final; yield those in a window."""
+        ring, iv, st, cuts, ml = self.ring, self.iv, self.stats, self.cuts, self.max_line
+        num = self.M - len(ring) + 1
+        j = 0
+        while ring and num <= final:
+            line = ring.popleft()
+            while j < len(iv) and iv[j][1] < num:
+                j += 1
+            cut = cuts.pop(num, 0) if cuts else 0
+            if j < len(iv) and iv[j][0] <= num:
+                st.kept_lines += 1
+                yield num, _decode(line, ml, cut, st)
+            num += 1
+
+    def _emit_block(self, ba, start: int, end: int, first: int, final: int):
+        """Yield the lines first..final of the block that lie in a window."""
+        st, cuts, ml, find = self.stats, self.cuts, self.max_line, ba.find
+        for a, b, off in self.iv:
+            if b < first:
+                continue
+            if a > final:
+                break
+            if a < first or off is None:
+                a, off = first, start
+            for num in range(a, min(b, final) + 1):
+                e = find(_NL, off, end)
+                cut = cuts.pop(num, 0) if cuts else 0
+                st.kept_lines += 1
+                yield num, _decode(ba[off:e], ml, cut, st)
+                off = e + 1
+
+    def _flush(self):
+        """End of stream: the tail and the windows still open."""
+        n = self.M
+        if self.tail > 0 and n > 0:
+            t0 = max(1, n - self.tail + 1)
+            joined = [w for w in self.iv if w[1] >= t0 - 1]
+            self.iv = [w for w in self.iv if w[1] < t0 - 1]
+            self.iv.append([min([t0] + [w[0] for w in joined]), n, None])
+        yield from self._emit_ring(n)
+        self.cuts.clear()
