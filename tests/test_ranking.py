@@ -98,3 +98,34 @@ def test_every_cause_explains_itself():
 def test_nothing_recognised():
     a = analyze_text("epoch 1 loss 0.3\nepoch 2 loss 0.2\n")
     assert a.causes == ()
+
+
+def test_torchrun_root_cause_is_checked_against_the_evidence(root):
+    from crashlens.analyze import analyze_paths
+
+    a = analyze_paths([root / "fixtures" / "logs" / "torchrun-oom-rank1-sigterm-rank0.log"])
+    top = a.causes[0]
+    assert top.category == "gpu-oom"
+    assert any("torchrun names rank 0" in r and "rank(s) 1" in r for r in top.reasoning)
+    reasons = [s.reason for s in a.secondary_errors]
+    assert any("SIGTERM sent by torchrun" in r for r in reasons)
+
+
+def test_stalled_rank_is_named_from_the_ranks_that_timed_out():
+    log = "".join(
+        f"[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        f"OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=600000) ran for 600100 milliseconds before timing out.\n"
+        for r in (1, 2, 3))
+    a = analyze_text(log)
+    assert "rank(s) 0 did not get there" in a.causes[0].explanation
+    assert "ALLGATHER" in a.causes[0].explanation
+
+
+def test_lagging_rank_from_enqueued_work_ids():
+    log = "".join(
+        f"[rank{r}]:[E1126 10:00:00.000 ProcessGroupNCCL.cpp:1600] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Timeout at NCCL work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL work: {seq - 1}.\n"
+        for r, seq in ((0, 12), (1, 12), (2, 9), (3, 12)))
+    a = analyze_text(log)
+    top = a.causes[0]
+    assert top.category == "collective-timeout-or-failure"
+    assert "rank(s) 2 did not get there" in top.explanation

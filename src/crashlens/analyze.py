@@ -15,6 +15,7 @@ from .engine.rank import rank
 from .engine.rules import RuleBase, load_rules
 from .inputs import collect_inputs
 from .model import Analysis, Cause, Evidence, Frame, InputFile, Line, Loc
+from .parsers.distributed import parse_collectives
 from .parsers.environment import parse_environment
 from .parsers.kernel import parse_kernel
 from .parsers.outcomes import parse_outcome
@@ -161,10 +162,11 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     rules = load_rules(opts.rules_dir)
     col = collect_evidence(inputs, rules, opts)
     env, env_evidence = parse_environment(col.lines)
+    col.items.extend(parse_collectives(col.lines))
     ev = EvidenceSet.build(col.lines, [*col.items, *env_evidence])
     firings = evaluate(rules, ev)
     exceptions = [e for e in col.items if e.kind in ("exception", "stack")]
-    causes, secondary, primary = rank(firings, exceptions, rules, env)
+    causes, secondary, primary = rank(firings, exceptions, rules, env, col.items)
     exc = _exception_for(primary, col.items)
     path = code_path(exc, causes[0] if causes else None)
     if not any(inp.kind == "text" for inp in inputs) and not any(i.kind in ("elf", "elf-core") for i in inputs):

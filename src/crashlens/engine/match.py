@@ -74,15 +74,15 @@ def _scanner(rules: RuleBase) -> tuple[LineScanner, dict[int, tuple[Rule, str, i
     return LineScanner(patterns), where
 
 
-def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], list[tuple[Evidence, re.Match[str]]]]:
+def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], list[tuple[Evidence, dict[str, str]]]]:
     scanner, where = _scanner(rules)
     texts = [e.text for e in ev.lines]
     raw = scanner.scan(texts)
-    out: dict[tuple[str, str, int], list[tuple[Evidence, re.Match[str]]]] = {}
+    out: dict[tuple[str, str, int], list[tuple[Evidence, dict[str, str]]]] = {}
     for pid, idxs in raw.items():
         rule, part, ci = where[pid]
         pattern = scanner.patterns[pid]
-        found: list[tuple[Evidence, re.Match[str]]] = []
+        found: list[tuple[Evidence, dict[str, str]]] = []
         single_lines: set[tuple[str, int]] = set()
         for i in sorted(idxs):
             e = ev.lines[i]
@@ -96,23 +96,26 @@ def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], l
                     continue
             else:
                 single_lines.add((e.loc.source, e.loc.line))
-            found.append((e, m))
+            found.append((e, _caps(m)))
         if found:
             out[(rule.id, part, ci)] = found
     return out
 
 
-def _structured(cond: Condition, items: Sequence[Evidence]) -> list[tuple[Evidence, re.Match[str] | None]]:
+def _structured(cond: Condition, items: Sequence[Evidence]) -> list[tuple[Evidence, dict[str, str]]]:
+    """Structured evidence that satisfies a condition; its captures are its plain facts
+    (so explanations can say {xid}, {suspect_ranks}…) plus the pattern's named groups."""
     out = []
     for e in items:
         if e.kind not in cond.kinds or not cond.test_facts(e.facts):
             continue
-        m = None
+        caps = {k: str(v) for k, v in e.facts.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
         if cond.pattern is not None:
             m = cond.pattern.search(e.text)
             if m is None:
                 continue
-        out.append((e, m))
+            caps.update(_caps(m))
+        out.append((e, caps))
     return out
 
 
@@ -129,18 +132,18 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
     for rule in rules.rules:
         triggers: list[Match] = []
         for ci, cond in enumerate(rule.match):
-            for e, m in _holds(rule, "match", ci, cond, hits, ev):
+            for e, caps in _holds(rule, "match", ci, cond, hits, ev):
                 if any(_condition_on(u, e) for u in rule.unless):
                     continue
-                triggers.append(Match(rule.id, e, _caps(m), "trigger", ci))
+                triggers.append(Match(rule.id, e, caps, "trigger", ci))
         if not triggers:
             continue
         if any(not _holds(rule, "requires", ci, c, hits, ev) for ci, c in enumerate(rule.requires)):
             continue
         supports: list[Match] = []
         for ci, cond in enumerate(rule.support):
-            for e, m in _holds(rule, "support", ci, cond, hits, ev):
-                supports.append(Match(rule.id, e, _caps(m), "support", ci))
+            for e, caps in _holds(rule, "support", ci, cond, hits, ev):
+                supports.append(Match(rule.id, e, caps, "support", ci))
         triggers.sort(key=lambda t: (t.condition, t.evidence.loc))
         supports.sort(key=lambda t: (t.condition, t.evidence.loc))
         captures: dict[str, str] = {}

@@ -64,7 +64,7 @@ def _exception_of(e: Evidence, exceptions: Sequence[Evidence]) -> Evidence | Non
 
 
 def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleBase,
-         environment: Mapping[str, Any]) -> tuple[list[Cause], list[SecondaryError], Evidence | None]:
+         environment: Mapping[str, Any], items: Sequence[Evidence] = ()) -> tuple[list[Cause], list[SecondaryError], Evidence | None]:
     scored: list[_Scored] = []
     for f in firings:
         reasoning = [f"rule {f.rule.id} ({f.rule.file}) fired on {len(f.triggers)} line(s); weight {f.rule.weight:.2f}"]
@@ -143,6 +143,10 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
 
     ranked = [c[2] for c in causes]
     secondary = _secondary_errors(causes, exceptions)
+    secondary += _imposed_signals(items)
+    if ranked:
+        ranked[0], extra = _check_torchrun(ranked[0], items)
+        secondary += extra
     primary = _primary(causes, exceptions)
     return ranked, secondary, primary
 
@@ -258,6 +262,54 @@ def _secondary_errors(causes, exceptions: Sequence[Evidence]) -> list[SecondaryE
             if top is not None and best.consequence == top.category:
                 reason += f" (ranked first: {top.rule})"
             out.append(SecondaryError(ev, reason))
+    return out
+
+
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|\brank (\d+)\b")
+
+
+def _ranks_of(e: Evidence) -> set[int]:
+    out: set[int] = set()
+    stream = str(e.facts.get("stream") or "")
+    if stream.startswith("rank") and stream[4:].isdigit():
+        out.add(int(stream[4:]))
+    for m in _RANK_IN_TEXT.finditer(e.text):
+        out.add(int(m.group(1) or m.group(2)))
+    return out
+
+
+def _check_torchrun(top: Cause, items: Sequence[Evidence]) -> tuple[Cause, list[SecondaryError]]:
+    """torchrun's "Root Cause (first observed failure)" names the first exit it saw, which
+    can be a rank that was only collateral. Check it against the ranks the evidence shows."""
+    summaries = [e for e in items if e.kind == "child-failure" and "rank" in e.facts]
+    if not summaries:
+        return top, []
+    cf = summaries[0]
+    named = int(cf.facts["rank"])
+    shown: set[int] = set()
+    for e in top.evidence:
+        if e.kind != "child-failure":
+            shown |= _ranks_of(e)
+    if not shown:
+        return top, []
+    exit_desc = cf.facts.get("signal") or f"exit code {cf.facts.get('exit_code')}"
+    if named in shown:
+        return _with_reason(top, f"torchrun's root-cause summary (rank {named}, {exit_desc}) agrees: "
+                                 f"the evidence for this cause comes from rank {named}"), []
+    ranks = ", ".join(map(str, sorted(shown)))
+    why = (f"torchrun names rank {named} ({exit_desc}) as the first observed failure, but the evidence for "
+           f"this cause comes from rank(s) {ranks}; torchrun reports the first exit it noticed, not the "
+           f"first error, so rank {named} is most likely collateral")
+    return _with_reason(top, why), [SecondaryError(cf, why)]
+
+
+def _imposed_signals(items: Sequence[Evidence]) -> list[SecondaryError]:
+    out = []
+    for e in items:
+        if e.kind == "outcome" and e.facts.get("imposed"):
+            who = e.facts.get("sent_by") or "the launcher"
+            out.append(SecondaryError(e, f"{e.facts.get('signal') or 'a signal'} sent by {who} to stop the other "
+                                         f"ranks after one failed; not a failure of its own"))
     return out
 
 
