@@ -26,6 +26,13 @@ from .match import Firing
 from .rules import RuleBase
 
 SECONDARY_FACTOR = 0.5
+LOW_SEVERITY_FACTOR = 0.6
+# Informational and warning records: glog/absl "I0612 …"/"W tensorflow/…", NCCL INFO/WARN,
+# Python logging and warnings ("WARNING:root:", "UserWarning:"), "[W …]" from c10.
+LOW_SEVERITY = re.compile(
+    r"^(?:[IW]\d{4}\s|[IW] (?:external/|tensorflow/|xla/|third_party/)?\S+:\d+\]|\[[IW][ \d]|"
+    r"(?:INFO|WARNING|WARN)\b[: ]|\[(?:INFO|WARNING|WARN)\]|.*\bNCCL (?:INFO|WARN)\b|"
+    r".*\b[A-Z]\w*Warning: |.*\bTF-TRT Warning\b)")
 CONSEQUENCE_FACTOR = 0.45
 SUPPORT_CAP = 0.2
 COMBINE_CAP = 0.1
@@ -74,6 +81,11 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             bonus = min(SUPPORT_CAP, sum(f.rule.support[i].weight for i in support_conds))
             score += bonus
             reasoning.append(f"+{bonus:.2f} from supporting evidence ({len(support_conds)} kind(s))")
+        if not f.rule.from_warnings and all(t.evidence.kind == "line" and LOW_SEVERITY.match(t.evidence.text)
+                                            for t in f.triggers):
+            score *= LOW_SEVERITY_FACTOR
+            reasoning.append(f"×{LOW_SEVERITY_FACTOR}: only seen in informational or warning messages, "
+                             f"which rarely end a run")
         owners = [_exception_of(t.evidence, exceptions) for t in f.triggers]
         if owners and all(o is not None and o.facts.get("secondary") for o in owners):
             score *= SECONDARY_FACTOR

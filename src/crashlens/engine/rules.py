@@ -62,6 +62,7 @@ class Rule:
     support: tuple[Condition, ...]
     consequence_of: tuple[str, ...]  # category ids, or ("*",) for any other cause
     async_cuda: bool
+    from_warnings: bool  # meant to fire on warning-level lines: no severity discount
     explain: str
     remedies: tuple[str, ...]
     references: tuple[str, ...]
@@ -154,6 +155,7 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any]) -> Rule:
         support=tuple(_condition(c, where, support=True) for c in doc.get("support", [])),
         consequence_of=tuple(cons),
         async_cuda=bool(doc.get("async_cuda", False)),
+        from_warnings=bool(doc.get("from_warnings", False)),
         explain=doc.get("explain", doc["title"]).strip(),
         remedies=tuple(doc.get("remedies", [])),
         references=tuple(doc.get("references", [])),
