@@ -15,37 +15,50 @@ more lines than that (extra windows are harmless), but never fewer.
 
 With :mod:`hyperscan` available each anchor is parsed with Python's own
 regular-expression parser and rewritten into a byte-level pattern that matches
-a superset of what the original matches on the UTF-8 decoded line (non-ASCII
-characters, ``\\w``/``\\d``/``\\s``, case folding, ``.`` and negated classes are
-widened to cover every byte sequence that could decode to a matching
-character; look-arounds, ``\\b`` and back-references are dropped, which only
-widens).  Each rewritten pattern gets the suffix ``[^\\n]*$`` and is compiled
-with ``HS_FLAG_MULTILINE | HS_FLAG_PREFILTER``: hyperscan then reports each
-pattern at most once per line, at the line's newline, so the Python callback
-runs once per (anchor, matching line) however many times the anchor occurs in
-the line.  ``HS_FLAG_SINGLEMATCH`` is deliberately not used: it would report a
-pattern once per scan call, i.e. once per 16 MiB chunk.
+a superset of what the original matches on the UTF-8 decoded line: non-ASCII
+characters, ``\\w``/``\\d``/``\\s``, case folding, ``.`` and negated classes
+are widened to cover every byte sequence that could decode to a matching
+character; look-arounds, back-references and ``\\B`` are dropped (that only
+widens); ``\\b`` is kept next to a character that is surely an ASCII word
+character (there the byte-level test cannot miss) and dropped elsewhere.  Each
+rewritten pattern gets the suffix ``[^\\n]*$`` and is compiled with
+``HS_FLAG_MULTILINE | HS_FLAG_PREFILTER``: hyperscan then reports a pattern at
+most once per line, at the line's newline, so the Python callback runs once
+per (anchor, matching line) however often the anchor occurs in the line.
+``HS_FLAG_SINGLEMATCH`` is deliberately not used: it reports a pattern once
+per scan call, i.e. once per 16 MiB chunk.
 
-Anchors that Python's parser does not accept (``regex``-only syntax such as
-``\\p{L}``, ``(?|...)``, fuzzy matching, POSIX classes) or that hyperscan
-cannot compile even in prefilter mode are run with the ``regex`` module on the
-decoded chunk instead.  Without hyperscan every anchor takes that path
-(``SelectStats.engine == "regex"``).
+Anchors that Python's parser does not read exactly as ``regex`` does
+(``regex``-only syntax such as ``\\p{L}``, ``(?|...)``, fuzzy matching, POSIX
+classes) or that hyperscan cannot compile even in prefilter mode run with the
+``regex`` module instead: one combined ``MULTILINE`` search over the decoded
+chunk, or line by line for anchors that could behave differently on a block
+of lines (``\\A``, ``\\Z``, negative look-arounds, inline flag changes ...)
+and for chunks that are not valid UTF-8.  Without hyperscan every anchor takes
+that path (``SelectStats.engine == "regex"``).
 
-Memory
-------
-One 16 MiB read buffer (plus the unfinished last line, at most another
-16 MiB), a ring of the last ``max(tail, before)`` lines (each cut to
-``max_line`` bytes) and the open windows.  A line longer than 16 MiB is never
-held: its first ``max_line`` bytes are kept and the rest is scanned (hyperscan
-stream mode) and counted while it streams past.
+Memory and speed
+----------------
+Two buffers of 16 MiB plus 8 MiB (room for an unfinished line carried over
+from the previous read): a helper thread reads the next chunk into one while
+the other is scanned (reads release the GIL).  Chunks end at line boundaries.
+Newlines are counted once per chunk (``bytearray.count``) and line numbers
+of anchor lines are derived in the same pass.  The last ``max(tail, before)``
+lines are kept in a ring (each cut to ``max_line`` bytes) until they can no
+longer be part of the tail or of a later window.  A line longer than 8 MiB is
+never held: its first ``max_line`` bytes are kept while the rest streams past,
+scanned (hyperscan stream mode; the regex fallback searches overlapping
+pieces) and counted.  Work in Python is proportional to the number of anchor
+lines and selected lines, not to the size of the stream.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import warnings
-from collections import deque
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Sequence
 
@@ -157,8 +170,7 @@ def _literal_set(code: int, ic: bool) -> tuple[set[int], bool]:
         for v in (ch.lower(), ch.upper(), ch.casefold(), ch.swapcase()):
             if len(v) == 1 and ord(v) < 128:
                 s.add(ord(v))
-        for letters in (_FOLD_TO_ASCII.get(code, ""),):
-            s.update(ord(x) for x in letters)
+        s.update(ord(x) for x in _FOLD_TO_ASCII.get(code, ""))
         s = _swap_ascii(s)
     return s, True
 
@@ -238,6 +250,8 @@ def _byte_class(codes) -> str:
     codes = sorted(set(codes))
     if not codes:
         raise _Untranslatable("empty class")
+    if len(codes) == 1:
+        return "\\x%02x" % codes[0]
     parts = []
     i = 0
     while i < len(codes):
@@ -268,18 +282,99 @@ def _single(cs) -> str:
 
 
 def _quant(lo: int, hi) -> str:
-    if hi is _sre_c.MAXREPEAT or hi == _sre_c.MAXREPEAT:
+    if _unbounded(hi):
         return "*" if lo == 0 else "+" if lo == 1 else "{%d,}" % lo
     if lo == hi:
         return "" if lo == 1 else "{%d}" % lo
     return "{%d,%d}" % (lo, hi)
 
 
-def _tr(sub, ic: bool) -> str:
-    return "".join(_tr_item(op, av, ic) for op, av in sub)
+def _ascii_word_edge(item, ic: bool, last: bool) -> bool:
+    """Does item surely begin (last=False) or end (last=True) with one ASCII
+    word character, matched as one byte?"""
+    op, av = item
+    if op is _sre_c.LITERAL:
+        if av >= 128 or av not in _WORD:
+            return False
+        # with IGNORECASE k, s, i also match non-ASCII letters (Kelvin sign...)
+        return not ic or chr(av).lower() not in "iks"
+    if op is _sre_c.SUBPATTERN:
+        _group, add, dele, p = av
+        ic2 = (ic or bool(add & _IGNORECASE)) and not (dele & _IGNORECASE)
+        return len(p) > 0 and _ascii_word_edge(p[-1 if last else 0], ic2, last)
+    if op is _sre_c.BRANCH:
+        return all(len(p) > 0 and _ascii_word_edge(p[-1 if last else 0], ic, last) for p in av[1])
+    return False
 
 
-def _tr_item(op, av, ic: bool) -> str:
+# Under IGNORECASE these ASCII letters also match non-ASCII characters.
+_FOLD_EXTRA = {
+    "k": "\\xe2\\x84\\xaa",  # U+212A KELVIN SIGN
+    "s": "\\xc5\\xbf",  # U+017F LATIN SMALL LETTER LONG S
+    "i": "\\xc4\\xb0|\\xc4\\xb1",  # U+0130, U+0131 (dotted / dotless I)
+}
+
+
+def _ic_literal(code: int) -> str | None:
+    """Case-insensitive ASCII literal as a hyperscan caseless piece."""
+    ch = chr(code)
+    if ch.isalpha():
+        extra = _FOLD_EXTRA.get(ch.lower())
+        return ch if extra is None else "(?:" + ch + "|" + extra + ")"
+    return "\\x%02x" % code
+
+
+def _unbounded(hi) -> bool:
+    return hi is _sre_c.MAXREPEAT or hi == _sre_c.MAXREPEAT
+
+
+def _trim_edges(items: list, lead: bool, trail: bool) -> list:
+    """Whether a line contains a match does not change when a repeat
+    ``X{m,}`` that begins (or ends) the pattern becomes ``X{m}`` (dropped if
+    m == 0).  Hyperscan scans much faster without such loose edges."""
+    while lead and items and items[0][0] in _REPEATS and _unbounded(items[0][1][1]):
+        op, (lo, _hi, item) = items[0]
+        if lo:
+            items[0] = (op, (lo, lo, item))
+            break
+        items.pop(0)
+    while trail and items and items[-1][0] in _REPEATS and _unbounded(items[-1][1][1]):
+        op, (lo, _hi, item) = items[-1]
+        if lo:
+            items[-1] = (op, (lo, lo, item))
+            break
+        items.pop()
+    return items
+
+
+def _tr(sub, ic: bool, lead: bool = False, trail: bool = False) -> str:
+    """Translate a sequence; ``lead``/``trail``: it begins/ends the pattern."""
+    items = _trim_edges(list(sub), lead, trail)
+    out = []
+    run: list[str] = []  # case-insensitive ASCII literals, emitted as (?i:...)
+    for i, (op, av) in enumerate(items):
+        if ic and op is _sre_c.LITERAL and av < 128:
+            run.append(_ic_literal(av))  # type: ignore[arg-type]
+            continue
+        if run:
+            out.append("(?i:" + "".join(run) + ")")
+            run = []
+        if op is _sre_c.AT and av is _sre_c.AT_BOUNDARY:
+            # Next to a character that is surely an ASCII word character, a
+            # byte-level \b holds wherever Python's Unicode \b does (the other
+            # side is a non-word character: ASCII, or a non-ASCII byte).
+            if (i + 1 < len(items) and _ascii_word_edge(items[i + 1], ic, False)) or (
+                i > 0 and _ascii_word_edge(items[i - 1], ic, True)
+            ):
+                out.append("\\b")
+            continue
+        out.append(_tr_item(op, av, ic, lead and i == 0, trail and i == len(items) - 1))
+    if run:
+        out.append("(?i:" + "".join(run) + ")")
+    return "".join(out)
+
+
+def _tr_item(op, av, ic: bool, lead: bool = False, trail: bool = False) -> str:
     c = _sre_c
     if op in _CHAR_OPS:
         return _single(_charset(op, av, ic))
@@ -292,12 +387,12 @@ def _tr_item(op, av, ic: bool) -> str:
     if op is c.SUBPATTERN:
         _group, add, dele, p = av
         ic2 = (ic or bool(add & _IGNORECASE)) and not (dele & _IGNORECASE)
-        return "(?:" + _tr(p, ic2) + ")"
+        return "(?:" + _tr(p, ic2, lead, trail) + ")"
     if op is c.BRANCH:
-        return "(?:" + "|".join(_tr(p, ic) for p in av[1]) + ")"
+        return "(?:" + "|".join(_tr(p, ic, lead, trail) for p in av[1]) + ")"
     if op in _REPEATS:
         lo, hi, item = av
-        if hi is not c.MAXREPEAT and hi != c.MAXREPEAT and hi == 0:
+        if hi == 0:
             return ""
         if len(item) == 1 and item[0][0] in _CHAR_OPS:
             cs = _charset(item[0][0], item[0][1], ic)
@@ -306,9 +401,8 @@ def _tr_item(op, av, ic: bool) -> str:
                 if not nonascii:
                     return _byte_class(s) + _quant(lo, hi)
                 cls = _byte_class(set(s) | set(range(128, 256)))
-                unbounded = hi is c.MAXREPEAT or hi == c.MAXREPEAT
                 # n characters are n..4n bytes
-                return cls + _quant(lo, hi if unbounded else 4 * hi)
+                return cls + _quant(lo, hi if _unbounded(hi) else 4 * hi)
         return "(?:" + _tr(item, ic) + ")" + _quant(lo, hi)
     if _ATOMIC is not None and op is _ATOMIC:
         return "(?:" + _tr(av, ic) + ")"
@@ -365,7 +459,7 @@ def translate(pattern: str) -> str:
     except Exception as exc:  # re.error, FutureWarning, DeprecationWarning
         raise _Untranslatable(str(exc)) from None
     ic = bool(tree.state.flags & _IGNORECASE)
-    return _tr(tree, ic)
+    return _tr(tree, ic, lead=True, trail=True)
 
 
 # --------------------------------------------------------------------------
@@ -542,9 +636,11 @@ class _HyperscanSet:
         return db
 
     def _compile_all(self, exprs, mode) -> list:
+        if mode == _hs.HS_MODE_BLOCK:  # errors go to the caller
+            return [self._compile(exprs, mode)]
         try:
             return [self._compile(exprs, mode)]
-        except _hs.error:  # pragma: no cover - each one compiled alone before
+        except _hs.error:  # pragma: no cover - they all compiled in block mode
             return [self._compile([e], mode) for e in exprs]
 
     @staticmethod
@@ -625,41 +721,65 @@ class _HyperscanLong:
         return self.hit
 
 
+def _check_anchors(anchors) -> tuple[str, ...]:
+    """The anchors, deduplicated; TypeError/ValueError for bad ones."""
+    if isinstance(anchors, (str, bytes)):
+        anchors = [anchors]
+    out = tuple(dict.fromkeys(anchors))
+    for a in out:
+        if not isinstance(a, str):
+            raise TypeError(f"anchor patterns must be str, not {type(a).__name__}")
+        try:
+            regex.compile(a)  # the regex module caches compiled patterns
+        except regex.error as exc:
+            raise ValueError(f"invalid anchor pattern {a!r}: {exc}") from None
+    return out
+
+
 class _Matcher:
     def __init__(self, anchors: Sequence[str], use_hyperscan: bool | None = None):
-        if isinstance(anchors, (str, bytes)):
-            anchors = [anchors]  # type: ignore[list-item]
-        anchors = list(dict.fromkeys(anchors))
-        for a in anchors:
-            if not isinstance(a, str):
-                raise TypeError(f"anchor patterns must be str, not {type(a).__name__}")
-            try:
-                regex.compile(a)
-            except regex.error as exc:
-                raise ValueError(f"invalid anchor pattern {a!r}: {exc}") from None
+        anchors = list(_check_anchors(anchors))
         if use_hyperscan is None:
             use_hyperscan = _hs is not None
         self.hs: _HyperscanSet | None = None
         fallback: list[str] = []
         if use_hyperscan and _hs is not None:
             self.engine = "hyperscan"
-            eol: list[bytes] = []
-            plain: list[bytes] = []
+            translated: list[tuple[str, str]] = []
             for a in anchors:
                 try:
-                    t = translate(a)
+                    translated.append((a, translate(a)))
                 except _Untranslatable:
                     fallback.append(a)
-                    continue
-                e = ("(?:" + t + ")[^\\n]*$").encode("ascii")
-                if _HyperscanSet.compiles(e):
-                    eol.append(e)
-                elif _HyperscanSet.compiles(t.encode("ascii")):
-                    plain.append(t.encode("ascii"))
+            # A translation contains a bare '$' only where the anchor has an
+            # end-of-line assertion.  Ending in one, it already reports at the
+            # newline; elsewhere hyperscan refuses the [^\n]*$ suffix after it.
+            eol: list[bytes] = []
+            plain: list[bytes] = []
+            for _a, t in translated:
+                dollars = t.count("$")
+                if not dollars:
+                    eol.append(("(?:" + t + ")[^\\n]*$").encode("ascii"))
+                elif dollars == 1 and t.endswith("$"):
+                    eol.append(t.encode("ascii"))
                 else:
-                    fallback.append(a)
-            if eol or plain:
-                self.hs = _HyperscanSet(eol, plain)
+                    plain.append(t.encode("ascii"))
+            try:  # usually everything compiles together at the first go
+                self.hs = _HyperscanSet(eol, plain) if translated else None
+            except _hs.error:  # find the culprits one by one
+                eol, plain = [], []
+                for a, t in translated:
+                    e = ("(?:" + t + ")[^\\n]*$").encode("ascii")
+                    if t.count("$") == 1 and t.endswith("$") and _HyperscanSet.compiles(t.encode("ascii")):
+                        eol.append(t.encode("ascii"))
+                    elif _HyperscanSet.compiles(e):
+                        eol.append(e)
+                    elif _HyperscanSet.compiles(t.encode("ascii")):
+                        plain.append(t.encode("ascii"))
+                    else:
+                        fallback.append(a)
+                if eol or plain:
+                    self.hs = _HyperscanSet(eol, plain)
         else:
             self.engine = "regex"
             fallback = anchors
@@ -729,10 +849,29 @@ def _decode(b, max_line: int, cut: int, stats: SelectStats) -> str:
     return b.decode("utf-8", "replace")
 
 
-def _line_start(ba, start: int, pos: int) -> int:
-    """Start of the line that contains offset pos (a '\\n' belongs to its line)."""
-    i = ba.rfind(_NL, start, pos)
-    return start if i < 0 else i + 1
+def _back_lines(ba, start: int, e: int, k: int) -> int:
+    """Offset where the line k lines above the one ending at e begins
+    (``start`` if the block begins first)."""
+    span = (k + 1) * 256
+    while True:
+        g = max(start, e - span)
+        if ba.count(_NL, g, e) > k:
+            return g + len(ba[g:e].rsplit(_NL, k + 1)[0]) + 1
+        if g == start:
+            return start
+        span *= 4
+
+
+def _take_lines(ba, off: int, end: int, n: int) -> list:
+    """The n lines that begin at ``off`` (each without its '\\n')."""
+    span = max(n * 256, 4096)
+    while True:
+        stop = min(end, off + span)
+        parts = ba[off:stop].split(_NL, n)
+        if len(parts) > n or stop == end:
+            del parts[n:]
+            return parts
+        span *= 4
 
 
 def _read_into(stream, mv: memoryview, want: int) -> int:
@@ -751,6 +890,24 @@ def _read_into(stream, mv: memoryview, want: int) -> int:
             break
         got += n
     return got
+
+
+def _read_head(stream, limit: int) -> bytes | bytearray:
+    """Up to ``limit`` bytes from the start of the stream (fewer at its end)."""
+    pieces = []
+    got = 0
+    while got < limit:
+        want = min(limit - got, CHUNK_SIZE)
+        buf = bytearray(want)
+        with memoryview(buf) as mv:
+            n = _read_into(stream, mv, want)
+        if n < want:
+            del buf[n:]
+        pieces.append(buf)
+        got += n
+        if n < want:
+            break
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def select_lines(
@@ -776,9 +933,11 @@ def select_lines(
     ``n`` that an anchor matches are yielded.  A line longer than ``max_line``
     bytes is cut there and gets the suffix ``" …[cut N bytes]"``.
 
-    The anchors are compiled when this function is called (``ValueError`` for
-    an invalid one); the stream is read lazily by the returned iterator, in
-    16 MiB chunks.  ``stats`` is updated as lines are produced and is final
+    Invalid anchors raise ``ValueError`` when this function is called.  The
+    stream is read lazily by the returned iterator, in 16 MiB chunks; the
+    anchors are compiled for the scan only when the stream turns out to be
+    large, and the compiled set is cached (per thread) for later calls with
+    the same anchors.  ``stats`` is updated as lines are produced and is final
     once the iterator is exhausted.
     """
     for name, v in (("before", before), ("after", after), ("head", head), ("tail", tail)):
@@ -788,17 +947,36 @@ def select_lines(
         raise ValueError("max_line must be >= 1")
     if stats is None:
         stats = SelectStats()
-    matcher = _Matcher(anchors)
-    stats.engine = matcher.engine
-    stats.regex_anchors = matcher.n_regex
-    sel = _Selector(stream, matcher, before, after, head, tail, max_line, stats)
+    anchors = _check_anchors(anchors)
+    use_hs = _hs is not None
+    stats.engine = "hyperscan" if use_hs else "regex"
+    sel = _Selector(stream, (anchors, use_hs), before, after, head, tail, max_line, stats)
     return sel.run(full_below)
 
 
+_cache = threading.local()
+
+
+def _get_matcher(key: tuple[tuple[str, ...], bool]) -> _Matcher:
+    """Compiled anchors, cached per thread (hyperscan scratch space is not
+    shared between threads); compiling a few hundred anchors takes ~0.1 s."""
+    lru = getattr(_cache, "lru", None)
+    if lru is None:
+        lru = _cache.lru = OrderedDict()
+    m = lru.get(key)
+    if m is None:
+        m = lru[key] = _Matcher(key[0], key[1])
+        while len(lru) > 4:
+            lru.popitem(last=False)
+    else:
+        lru.move_to_end(key)
+    return m
+
+
 class _Selector:
-    def __init__(self, stream, matcher, before, after, head, tail, max_line, stats):
+    def __init__(self, stream, matcher_key, before, after, head, tail, max_line, stats):
         self.stream = stream
-        self.matcher = matcher
+        self.matcher_key = matcher_key
         self.before = before
         self.after = after
         self.tail = tail
@@ -806,7 +984,7 @@ class _Selector:
         self.stats = stats
         self.keep = max(before, tail)  # lines the ring must hold
         self.M = 0  # number of complete lines processed
-        self.ring: deque = deque()  # lines M-len(ring)+1 .. M, each cut to max_line
+        self.ring: list[bytes] = []  # lines M-len(ring)+1 .. M, each cut to max_line
         self.cuts: dict[int, int] = {}  # line number -> bytes already cut off
         # Windows [a, b, off], sorted, disjoint and not adjacent; ``off`` is
         # the offset of line a in the block being processed when a lies there.
@@ -827,38 +1005,45 @@ class _Selector:
     def run(self, full_below: int) -> Iterator[tuple[int, str]]:
         st = self.stats
         chunk = max(CHUNK_SIZE, 64)
-        long_t = chunk  # an unfinished line this long is streamed, not held
+        # An unfinished line this long is streamed (scanned, counted, cut)
+        # instead of being held; it is also the room kept in front of each
+        # buffer for the unfinished line carried over from the previous one.
+        long_t = max(chunk // 2, 32)
         # Enough of the stream to decide between full and selected mode.
-        first = bytearray(max(full_below, 0))
-        with memoryview(first) as fmv:
-            n0 = _read_into(self.stream, fmv, len(first))
+        first = _read_head(self.stream, max(full_below, 0))
+        n0 = len(first)
         st.total_bytes = n0
         if n0 < full_below:
-            yield from self._full(bytes(first[:n0]))
+            yield from self._full(first)
             return
         st.mode = "selected"
-        ba = bytearray(long_t + max(chunk, n0) + 1)
-        ba[:n0] = first[:n0]
+        # Two buffers: one is read into by a helper thread (the read releases
+        # the GIL) while the lines of the other are scanned and selected.
+        R = long_t
+        size = R + max(chunk, n0) + 1
+        bufs = [bytearray(size), bytearray(size)]
+        mvs = [memoryview(b) for b in bufs]
+        bufs[0][R:R + n0] = first
         del first
-        mv = memoryview(ba)
+        stream = self.stream
+
+        def read(i: int) -> int:
+            return _read_into(stream, mvs[i][R:R + chunk], chunk)
+
         ml = self.max_line
-        matcher = self.matcher
-        fill = 0  # ba[:fill] holds data
-        new = n0  # bytes after ba[fill] read but not looked at yet
+        matcher = _get_matcher(self.matcher_key)
+        st.regex_anchors = matcher.n_regex
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashlens-read")
+        fut = pool.submit(read, 1)
+        cur, new = 0, n0
+        start = R  # where the carried-over unfinished line begins
         long = None  # while a line too long to hold streams past
         long_prefix = b""
         long_len = 0
         try:
             while True:
-                if not new:
-                    new = _read_into(self.stream, mv[fill:], chunk)
-                    if not new:
-                        break
-                    st.total_bytes += new
-                lo = fill
-                fill += new
-                new = 0
-                start = 0
+                ba, mv = bufs[cur], mvs[cur]
+                lo, fill = R, R + new  # the new data
                 if long is not None:
                     i = ba.find(_NL, lo, fill)
                     stop = fill if i < 0 else i
@@ -868,35 +1053,53 @@ class _Selector:
                     long.feed(mv[lo:stop])
                     long_len += stop - lo
                     if i < 0:
-                        fill = 0
-                        continue
-                    yield from self._finish_long(long, long_prefix, long_len)
-                    long = None
-                    start = lo = i + 1
-                nl = ba.rfind(_NL, lo, fill)
-                if nl >= 0:
-                    end = nl + 1
-                    yield from self._block(ba, start, end, matcher.scan(mv, start, end))
-                    start = end
+                        start = fill
+                    else:
+                        yield from self._finish_long(long, long_prefix, long_len)
+                        long = None
+                        start = lo = i + 1
+                if long is None:
+                    nl = ba.rfind(_NL, lo, fill)
+                    if nl >= 0:
+                        end = nl + 1
+                        yield from self._block(ba, start, end, matcher.scan(mv, start, end))
+                        start = end
+                    if fill - start >= long_t:
+                        long = matcher.long_line()
+                        long.feed(mv[start:fill])
+                        long_prefix = bytes(mv[start:min(fill, start + ml + 1)])
+                        long_len = fill - start
+                        start = fill
+                new = fut.result()
+                fut = None
+                if not new:
+                    break
+                st.total_bytes += new
+                nxt = cur ^ 1
                 rest = fill - start
-                if rest >= long_t:
-                    long = matcher.long_line()
-                    long.feed(mv[start:fill])
-                    long_prefix = bytes(mv[start:min(fill, start + ml + 1)])
-                    long_len = rest
-                    fill = 0
-                elif start:
-                    ba[0:rest] = ba[start:fill]
-                    fill = rest
+                if rest:
+                    bufs[nxt][R - rest:R] = ba[start:fill]
+                start = R - rest
+                fut = pool.submit(read, cur)
+                cur = nxt
             # end of stream
             if long is not None:
                 yield from self._finish_long(long, long_prefix, long_len)
-            elif fill:
+            elif fill > start:
                 ba[fill] = 10  # the last line had no '\n'
-                yield from self._block(ba, 0, fill + 1, matcher.scan(mv, 0, fill + 1))
+                yield from self._block(ba, start, fill + 1, matcher.scan(mv, start, fill + 1))
             yield from self._flush()
         finally:
-            mv.release()
+            if long is not None:  # abandoned in the middle of a huge line
+                long.finish()
+            if fut is not None:
+                try:
+                    fut.result()
+                except BaseException:
+                    pass
+            pool.shutdown(wait=True)
+            for m in mvs:
+                m.release()
 
     def _finish_long(self, long, prefix: bytes, length: int):
         hit = long.finish()
@@ -912,31 +1115,25 @@ class _Selector:
         offsets of the '\\n' of the lines an anchor (may) match."""
         before, after = self.before, self.after
         first = self.M + 1
-        last = self.M + ba.count(_NL, start, end)
-        self.stats.total_lines = last
         iv = self.iv
-        # 1. windows around anchor lines
-        if ends:
-            count = ba.count
-            pos, line, prev = start, first, -1
-            for e in ends:
-                if e <= prev:
-                    continue
-                line += count(_NL, pos, e)
-                pos = prev = e
-                a, b = line - before, line + after
-                if iv and a <= iv[-1][1] + 1:
-                    if b > iv[-1][1]:
-                        iv[-1][1] = b
-                    continue
-                if a < 1:
-                    a = 1
-                off = None
-                if a >= first:  # find where line a starts
-                    off = _line_start(ba, start, e)
-                    for _ in range(line - a):
-                        off = _line_start(ba, start, off - 1)
-                iv.append([a, b, off])
+        count = ba.count
+        # 1. windows around anchor lines (counting newlines in one pass)
+        pos, line, prev = start, first, -1
+        for e in ends:
+            if e <= prev:
+                continue
+            line += count(_NL, pos, e)
+            pos = prev = e
+            a, b = line - before, line + after
+            if iv and a <= iv[-1][1] + 1:
+                if b > iv[-1][1]:
+                    iv[-1][1] = b
+                continue
+            if a < 1:
+                a = 1
+            iv.append([a, b, _back_lines(ba, start, e, line - a) if a >= first else None])
+        last = line - 1 + count(_NL, pos, end)
+        self.stats.total_lines = last
         # 2. lines no longer needed for the tail or a later window
         final = last - self.keep
         if self.ring and final > self.M - len(self.ring):
@@ -944,22 +1141,29 @@ class _Selector:
         if final >= first:
             yield from self._emit_block(ba, start, end, first, min(final, last))
         # 3. the last lines go to the ring
-        lo_line = max(final + 1, first)
-        if lo_line <= last:
+        k = last - max(final + 1, first) + 1
+        if k > 0:
+            span = 256 * k
+            while True:
+                g = end - 1 - span
+                if g <= start:
+                    lines = bytes(ba[start:end - 1]).split(_NL)
+                    break
+                lines = bytes(ba[g:end - 1]).split(_NL)
+                if len(lines) > k:  # the first one may be partial
+                    break
+                span *= 4
+            if len(lines) > k:
+                del lines[:-k]
             ml = self.max_line
-            cuts = self.cuts
-            lines = []
-            e = end - 1
-            for num in range(last, lo_line - 1, -1):
-                s = _line_start(ba, start, e)
-                lb = ba[s:e]
-                if len(lb) > ml:
-                    k = _cut_point(lb, ml)
-                    cuts[num] = cuts.get(num, 0) + len(lb) - k
-                    lb = lb[:k]
-                lines.append(bytes(lb))
-                e = s - 1
-            lines.reverse()
+            if max(map(len, lines)) > ml:
+                cuts = self.cuts
+                for i, lb in enumerate(lines):
+                    if len(lb) > ml:
+                        c = _cut_point(lb, ml)
+                        num = last - k + 1 + i
+                        cuts[num] = cuts.get(num, 0) + len(lb) - c
+                        lines[i] = lb[:c]
             self.ring.extend(lines)
         self.M = last
         # 4. forget finished windows; block offsets are only valid in this block
@@ -972,27 +1176,30 @@ class _Selector:
             for w in iv:
                 w[2] = None
         if self.cuts:
-            for k in [k for k in self.cuts if k <= final]:
-                del self.cuts[k]
+            for c in [c for c in self.cuts if c <= final]:
+                del self.cuts[c]
 
     def _emit_ring(self, final: int):
-        """Pop the ring lines numbered <= final; yield those in a window."""
-        ring, iv, st, cuts, ml = self.ring, self.iv, self.stats, self.cuts, self.max_line
-        num = self.M - len(ring) + 1
-        j = 0
-        while ring and num <= final:
-            line = ring.popleft()
-            while j < len(iv) and iv[j][1] < num:
-                j += 1
-            cut = cuts.pop(num, 0) if cuts else 0
-            if j < len(iv) and iv[j][0] <= num:
+        """Drop the ring lines numbered <= final; yield those in a window."""
+        ring, st, cuts, ml = self.ring, self.stats, self.cuts, self.max_line
+        rf = self.M - len(ring) + 1  # number of ring[0]
+        hi = min(final, self.M)
+        if hi < rf:
+            return
+        for a, b, _off in self.iv:
+            if b < rf:
+                continue
+            if a > hi:
+                break
+            for num in range(max(a, rf), min(b, hi) + 1):
                 st.kept_lines += 1
-                yield num, _decode(line, ml, cut, st)
-            num += 1
+                cut = cuts.pop(num, 0) if cuts else 0
+                yield num, _decode(ring[num - rf], ml, cut, st)
+        del ring[:hi - rf + 1]
 
     def _emit_block(self, ba, start: int, end: int, first: int, final: int):
         """Yield the lines first..final of the block that lie in a window."""
-        st, cuts, ml, find = self.stats, self.cuts, self.max_line, ba.find
+        st, cuts, ml = self.stats, self.cuts, self.max_line
         for a, b, off in self.iv:
             if b < first:
                 continue
@@ -1000,12 +1207,19 @@ class _Selector:
                 break
             if a < first or off is None:
                 a, off = first, start
-            for num in range(a, min(b, final) + 1):
-                e = find(_NL, off, end)
-                cut = cuts.pop(num, 0) if cuts else 0
-                st.kept_lines += 1
-                yield num, _decode(ba[off:e], ml, cut, st)
-                off = e + 1
+            n = min(b, final) - a + 1
+            parts = _take_lines(ba, off, end, n)
+            st.kept_lines += n
+            if (cuts and any(num in cuts for num in range(a, a + n))) or max(
+                map(len, parts)
+            ) > ml:
+                for num, lb in zip(range(a, a + n), parts):
+                    yield num, _decode(lb, ml, cuts.pop(num, 0) if cuts else 0, st)
+            else:
+                # one decode for the whole run of lines: '\n' never belongs
+                # to an invalid sequence, so this equals decoding line by line
+                size = sum(map(len, parts)) + n - 1
+                yield from zip(range(a, a + n), ba[off:off + size].decode("utf-8", "replace").split("\n"))
 
     def _flush(self):
         """End of stream: the tail and the windows still open."""

@@ -1,0 +1,567 @@
+"""Tests for crashlens.text.select: streaming line selection."""
+
+from __future__ import annotations
+
+import io
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import regex
+
+try:
+    import crashlens.text.select as sel
+except ImportError:  # running from a checkout without installing the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    import crashlens.text.select as sel
+
+from crashlens.text.select import SelectStats, select_lines
+
+HAVE_HS = sel._hs is not None
+
+
+# --------------------------------------------------------------------------
+# reference implementation: the obvious one, everything in memory
+# --------------------------------------------------------------------------
+
+
+def _cut_point(b: bytes, limit: int) -> int:
+    k = limit
+    while k > limit - 3 and k > 0 and (b[k] & 0xC0) == 0x80:
+        k -= 1
+    if k > 0 and (b[k] & 0xC0) == 0x80:
+        return limit
+    return k
+
+
+def _text(b: bytes, max_line: int) -> str:
+    if len(b) > max_line:
+        k = _cut_point(b, max_line)
+        return b[:k].decode("utf-8", "replace") + f" …[cut {len(b) - k} bytes]"
+    return b.decode("utf-8", "replace")
+
+
+def reference(
+    data: bytes,
+    anchors,
+    *,
+    full_below=8 << 20,
+    before=150,
+    after=60,
+    head=300,
+    tail=3000,
+    max_line=65536,
+):
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    n = len(lines)
+    if len(data) < full_below:
+        keep = range(1, n + 1)
+    else:
+        pats = [regex.compile(a) for a in anchors]
+        keep = set(range(1, min(head, n) + 1))
+        if tail:
+            keep.update(range(max(1, n - tail + 1), n + 1))
+        for i, line in enumerate(lines, 1):
+            text = line.decode("utf-8", "replace")
+            if any(p.search(text) for p in pats):
+                keep.update(range(max(1, i - before), min(n, i + after) + 1))
+        keep = sorted(keep)
+    return [(i, _text(lines[i - 1], max_line)) for i in keep]
+
+
+def run(data: bytes, anchors, **kw):
+    stats = SelectStats()
+    out = list(select_lines(io.BytesIO(data), anchors, stats=stats, **kw))
+    return out, stats
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Read in 4 KiB chunks so that small inputs cross many chunk boundaries."""
+    monkeypatch.setattr(sel, "CHUNK_SIZE", 4096)
+    return 4096
+
+
+@pytest.fixture(params=["hyperscan", "regex"])
+def engine(request, monkeypatch):
+    if request.param == "hyperscan":
+        if not HAVE_HS:
+            pytest.skip("hyperscan not installed")
+    else:
+        monkeypatch.setattr(sel, "_hs", None)
+    return request.param
+
+
+# --------------------------------------------------------------------------
+# a realistic log of a few MB
+# --------------------------------------------------------------------------
+
+ANCHORS = [
+    "Traceback",
+    "Error",
+    "error:",
+    "CUDA",
+    "NCCL WARN",
+    "Killed",
+    "Segmentation fault",
+    "out of memory",
+    r"\bXid\b",
+    "core dumped",
+    "FAILED",
+]
+
+
+def make_log(seed: int, n_lines: int) -> bytes:
+    rng = random.Random(seed)
+    specials = [
+        "[rank3]: Traceback (most recent call last):",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "node1:123:456 [0] NCCL WARN Cuda failure 'out of memory'",
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+        "/bin/bash: line 1: 4242 Killed                  python train.py",
+        "Segmentation fault (core dumped)",
+        "error: something broke",
+        "train.py FAILED",
+    ]
+    out = []
+    for i in range(n_lines):
+        r = rng.random()
+        if r < 0.002:
+            out.append(rng.choice(specials))
+        elif r < 0.05:
+            bar = "█" * rng.randint(0, 10)
+            out.append("\r".join(f"Epoch 1: {k:3d}%|{bar:10s}| {k}/100" for k in range(5)))
+        elif r < 0.06:
+            out.append("x" * rng.randint(200, 3000))
+        elif r < 0.065:
+            out.append("")
+        else:
+            out.append(
+                f"\x1b[32m2024-05-15 10:{i % 60:02d}:{i % 60:02d},123\x1b[0m [rank{i % 8}]: "
+                f"step {i} loss {rng.random():.4f} lr 3e-4 tok/s {rng.randint(1, 10**6)}"
+            )
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.fixture(scope="module")
+def big_log() -> bytes:
+    return make_log(7, 60_000)  # ~4 MB
+
+
+def test_selected_mode_matches_reference(big_log, engine):
+    kw = dict(full_below=1 << 20, before=40, after=15, head=100, tail=500)
+    got, stats = run(big_log, ANCHORS, **kw)
+    assert stats.mode == "selected"
+    assert stats.engine == engine
+    assert got == reference(big_log, ANCHORS, **kw)
+    assert stats.total_lines == big_log.count(b"\n")
+    assert stats.total_bytes == len(big_log)
+    assert stats.kept_lines == len(got)
+    assert 0 < len(got) < stats.total_lines
+
+
+def test_selected_mode_small_chunks_matches_reference(big_log, small_chunks, engine):
+    kw = dict(full_below=10_000, before=7, after=3, head=20, tail=30, max_line=1000)
+    got, stats = run(big_log, ANCHORS, **kw)
+    assert got == reference(big_log, ANCHORS, **kw)
+    assert stats.truncated_lines == sum(1 for _, t in got if t.endswith(" bytes]"))
+    assert stats.truncated_lines > 0
+
+
+def test_default_parameters_match_reference(big_log):
+    got, stats = run(big_log, ANCHORS, full_below=0)
+    assert got == reference(big_log, ANCHORS, full_below=0)
+
+
+def test_line_numbers_ascending_and_unique(big_log, small_chunks):
+    got, _ = run(big_log, ANCHORS, full_below=0, before=50, after=50, head=10, tail=10)
+    nums = [n for n, _ in got]
+    assert nums == sorted(set(nums))
+    assert nums[0] == 1 and nums[-1] == big_log.count(b"\n")
+
+
+@pytest.mark.parametrize("chunk", [64, 100, 4096])
+def test_matches_across_chunk_boundaries(monkeypatch, chunk, engine):
+    """Anchor words straddling every read boundary are all found."""
+    monkeypatch.setattr(sel, "CHUNK_SIZE", chunk)
+    full_below = 1000
+    word = b"CUDA error"
+    # reads start at full_below + k * chunk; put the word across each start
+    buf = bytearray(b"." * (full_below + chunk * 40))
+    for k in range(1, 40, 3):
+        boundary = full_below + k * chunk
+        for j in range(-12, 12):
+            buf[boundary + j] = 46
+        buf[boundary - 5:boundary + 5] = word
+    for k in range(2, 40, 3):  # and a line break right at some boundaries
+        boundary = full_below + k * chunk
+        buf[boundary - 1] = 10
+    pos = 0
+    while True:  # break the dots into lines of ~37 bytes
+        pos = buf.find(b".", pos + 37)
+        if pos < 0:
+            break
+        buf[pos] = 10
+    data = bytes(buf) + b"\n"
+    kw = dict(full_below=full_below, before=1, after=1, head=0, tail=0)
+    got, _ = run(data, [r"CUDA error"], **kw)
+    exp = reference(data, [r"CUDA error"], **kw)
+    assert got == exp
+    assert sum(1 for _, t in got if "CUDA error" in t) == len(range(1, 40, 3))
+
+
+def test_full_mode_small_stream():
+    data = b"a\r\nb\n\nError \xff\xfe c\n"
+    got, stats = run(data, ["zzz"])
+    assert stats.mode == "full"
+    assert got == [(1, "a\r"), (2, "b"), (3, ""), (4, "Error \ufffd\ufffd c")]
+    assert stats.total_lines == 4 and stats.kept_lines == 4 and stats.total_bytes == len(data)
+
+
+def test_full_below_boundary():
+    data = b"x\n" * 50
+    assert run(data, [], full_below=len(data) + 1)[1].mode == "full"
+    got, stats = run(data, [], full_below=len(data), head=2, tail=3)
+    assert stats.mode == "selected"
+    assert [n for n, _ in got] == [1, 2, 48, 49, 50]
+
+
+@pytest.mark.parametrize("full_below", [0, 1 << 20])
+def test_empty_stream(full_below, engine):
+    got, stats = run(b"", ANCHORS, full_below=full_below)
+    assert got == []
+    assert stats.total_lines == 0 and stats.total_bytes == 0 and stats.kept_lines == 0
+
+
+@pytest.mark.parametrize("full_below", [0, 5, 1 << 20])
+def test_no_trailing_newline(full_below, small_chunks, engine):
+    data = b"first\nsecond\nthird Error here"
+    kw = dict(full_below=full_below, before=0, after=0, head=1, tail=0)
+    got, stats = run(data, ["Error"], **kw)
+    assert got == reference(data, ["Error"], **kw)
+    assert got[-1] == (3, "third Error here")
+    assert stats.total_lines == 3
+
+
+def test_single_newline_and_blank_lines():
+    assert run(b"\n", [], full_below=0, head=5)[0] == [(1, "")]
+    assert run(b"\n\n\n", [], full_below=0, head=0, tail=2)[0] == [(2, ""), (3, "")]
+
+
+def test_crlf_content(small_chunks, engine):
+    lines = [f"step {i} ok" for i in range(3000)]
+    lines[1500] = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    lines[2200] = "NCCL WARN timeout"
+    data = ("\r\n".join(lines) + "\r\n").encode()
+    kw = dict(full_below=0, before=2, after=1, head=1, tail=1)
+    anchors = ["CUDA error", "WARN timeout$", r"timeout\r$"]
+    got, _ = run(data, anchors, **kw)
+    assert got == reference(data, anchors, **kw)
+    # the \r stays; "$" does not match before it (as with regex.search)
+    assert got == [
+        (1, "step 0 ok\r"),
+        (1499, "step 1498 ok\r"),
+        (1500, "step 1499 ok\r"),
+        (1501, lines[1500] + "\r"),
+        (1502, "step 1501 ok\r"),
+        (2199, "step 2198 ok\r"),
+        (2200, "step 2199 ok\r"),
+        (2201, "NCCL WARN timeout\r"),
+        (2202, "step 2201 ok\r"),
+        (3000, "step 2999 ok\r"),
+    ]
+
+
+def test_carriage_return_overdraws_kept_inside_line():
+    data = b"a\rb\rc\nd\n"
+    assert run(data, [], full_below=0, head=10)[0] == [(1, "a\rb\rc"), (2, "d")]
+
+
+def test_windows_merge_and_clip(engine):
+    lines = [f"l{i}" for i in range(1, 101)]
+    for n in (3, 10, 12, 99):
+        lines[n - 1] = f"Error {n}"
+    data = ("\n".join(lines) + "\n").encode()
+    got, stats = run(data, ["Error"], full_below=0, before=5, after=2, head=0, tail=0)
+    assert [n for n, _ in got] == list(range(1, 15)) + list(range(94, 101))
+    assert stats.kept_lines == 21
+
+
+def test_head_tail_only_without_anchors(small_chunks):
+    data = b"".join(b"line %d\n" % i for i in range(1, 10001))
+    got, stats = run(data, [], full_below=0, head=3, tail=2)
+    assert got == [(1, "line 1"), (2, "line 2"), (3, "line 3"), (9999, "line 9999"), (10000, "line 10000")]
+    assert stats.total_lines == 10000
+
+
+def test_tail_larger_than_stream():
+    data = b"a\nb\nc\n"
+    assert [n for n, _ in run(data, [], full_below=0, head=0, tail=10)[0]] == [1, 2, 3]
+
+
+def test_long_lines_cut_at_utf8_boundary():
+    line = "é" * 100  # 200 bytes
+    data = (line + "\nshort\n").encode()
+    got, stats = run(data, [], full_below=0, head=5, max_line=51)
+    assert got[0] == (1, "é" * 25 + " …[cut 150 bytes]")
+    assert got[1] == (2, "short")
+    assert stats.truncated_lines == 1
+
+
+def test_invalid_utf8_decoded_with_replacement(engine):
+    data = b"ok\nbad \xc3\x28 Error \xff\n" * 3
+    got, _ = run(data, ["Error"], full_below=0, before=0, after=0, head=0, tail=0)
+    assert got == [(n, "bad \ufffd( Error \ufffd") for n in (2, 4, 6)]
+
+
+def test_long_line_in_the_middle(small_chunks, engine):
+    """Lines longer than a chunk are streamed; the numbering stays right."""
+    long1 = b"y" * 50_000 + b" CUDA error " + b"y" * 50_000
+    long2 = b"z" * 30_000
+    data = b"a\nb\n" + long1 + b"\nc\nd\n" + long2 + b"\ne\nError\nf\n"
+    kw = dict(full_below=0, before=1, after=1, head=0, tail=0, max_line=100)
+    got, stats = run(data, ["CUDA error", "^Error$"], **kw)
+    assert got == reference(data, ["CUDA error", "^Error$"], **kw)
+    assert [n for n, _ in got] == [2, 3, 4, 7, 8, 9]
+    assert got[1][1] == "y" * 100 + f" …[cut {len(long1) - 100} bytes]"
+    assert stats.total_lines == 9 and stats.truncated_lines == 1
+
+
+def test_long_line_anchor_across_pieces(small_chunks, engine):
+    # the anchor straddles two reads of a line much longer than a chunk
+    body = bytearray(b"q" * 40_000)
+    body[4096 * 5 - 4:4096 * 5 + 6] = b"CUDA error"
+    data = b"x\n" + bytes(body) + b"\ny\n"
+    got, _ = run(data, ["CUDA error"], full_below=0, before=0, after=0, head=0, tail=0, max_line=10)
+    assert got == [(2, "q" * 10 + f" …[cut {40_000 - 10} bytes]")]
+
+
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_giant_single_line_file(tmp_path, trailing_newline):
+    """A 50 MB file that is one line: streamed, cut, found, and quick."""
+    size = 50 << 20
+    path = tmp_path / "one-line.log"
+    block = b"0123456789abcdef" * 65536  # 1 MiB
+    with open(path, "wb") as f:
+        for i in range(50):
+            if i == 31:
+                f.write(block[:-40] + b" RuntimeError: CUDA error: bad" + block[-10:])
+            else:
+                f.write(block)
+        if trailing_newline:
+            f.write(b"\n")
+    stats = SelectStats()
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        got = list(
+            select_lines(f, ["CUDA error", "never there"], stats=stats, head=0, tail=0, max_line=1000)
+        )
+    elapsed = time.perf_counter() - t0
+    assert got == [(1, "0123456789abcdef" * 62 + "01234567" + f" …[cut {size - 1000} bytes]")]
+    assert stats.mode == "selected"
+    assert stats.total_lines == 1 and stats.truncated_lines == 1
+    assert stats.total_bytes == size + trailing_newline
+    assert elapsed < 10, elapsed
+    # and without an anchor in it the line is not selected
+    with open(path, "rb") as f:
+        assert list(select_lines(f, ["never there"], head=0, tail=0)) == []
+
+
+def test_read_only_stream_without_readinto(big_log):
+    class ReadOnly:
+        def __init__(self, data):
+            self.bio = io.BytesIO(data)
+
+        def read(self, n=-1):
+            return self.bio.read(min(n, 777))  # short reads too
+
+    kw = dict(full_below=5000, before=3, after=3, head=5, tail=5)
+    got = list(select_lines(ReadOnly(big_log), ANCHORS, **kw))
+    assert got == reference(big_log, ANCHORS, **kw)
+
+
+def test_early_close_of_iterator(big_log, small_chunks):
+    it = select_lines(io.BytesIO(big_log), ANCHORS, full_below=0)
+    assert next(it)[0] == 1
+    it.close()  # must not hang or raise
+
+
+def test_small_stream_does_not_compile_anchors(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("compiled although the stream is read in full")
+
+    monkeypatch.setattr(sel, "_Matcher", boom)
+    monkeypatch.setattr(sel, "_cache", type(sel._cache)())
+    assert run(b"a\nError\n", ["Error"])[0] == [(1, "a"), (2, "Error")]
+
+
+def test_compiled_anchors_are_cached():
+    key = (("Error", "CUDA"), HAVE_HS)
+    assert sel._get_matcher(key) is sel._get_matcher(key)
+    assert sel._get_matcher(key) is not sel._get_matcher((("Error",), HAVE_HS))
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError):
+        select_lines(io.BytesIO(b""), ["(unclosed"])
+    with pytest.raises(ValueError):
+        select_lines(io.BytesIO(b""), [], before=-1)
+    with pytest.raises(ValueError):
+        select_lines(io.BytesIO(b""), [], max_line=0)
+    with pytest.raises(TypeError):
+        select_lines(io.BytesIO(b""), [b"bytes"])
+
+
+# --------------------------------------------------------------------------
+# anchor syntax
+# --------------------------------------------------------------------------
+
+SYNTAX_LINES = [
+    "Out Of Memory while allocating",
+    "rank 12 timed out",
+    "CUDA error: device-side assert triggered",
+    "Xid 79 reported",
+    "NoXid here",
+    "exit code 137",
+    "exitcode -9",
+    "worker pid=4242 died",
+    "café error",
+    "ℹ️ info",
+    "\x1b[31mERROR\x1b[0m boom",
+    "ok line",
+    "TRACEBACK in caps",
+    "loss is nan",
+    "loss is inf",
+    "banana",
+]
+
+SYNTAX_ANCHORS = [
+    "(?i)out of memory",
+    r"(?<=rank )\d+ timed out",
+    r"CUDA error: (?P<msg>.+)",
+    r"\bXid\b",
+    r"exit ?code:? -?(?:9|137)\b",
+    r"pid=(?P<pid>\d+) died$",
+    r"caf\w error",
+    r"^(?!ok).*\bboom\b",
+    r"(?i:traceback)",
+    r"\bnan\b|\binf\b",
+    r"\p{Lu}RROR",  # regex-only syntax: runs on the regex fallback
+    r"(?:\w)\1?zz",  # bogus back reference: invalid
+]
+
+
+def test_anchor_syntax(engine):
+    anchors = SYNTAX_ANCHORS[:-1]
+    lines = SYNTAX_LINES * 3 + ["filler"] * 20
+    data = ("\n".join(lines) + "\n").encode()
+    kw = dict(full_below=0, before=0, after=0, head=0, tail=0)
+    got, stats = run(data, anchors, **kw)
+    exp = reference(data, anchors, **kw)
+    assert {t for _, t in got} >= {t for _, t in exp}
+    # every listed line except 'NoXid here', 'ok line', 'banana', 'ℹ️ info' matches
+    assert {t for _, t in exp} == set(SYNTAX_LINES) - {"NoXid here", "ok line", "banana", "ℹ️ info"}
+    if engine == "hyperscan":
+        assert stats.regex_anchors == 1  # only \p{Lu}
+    else:
+        assert stats.regex_anchors == len(anchors)
+    with pytest.raises(ValueError):
+        select_lines(io.BytesIO(data), SYNTAX_ANCHORS)
+
+
+@pytest.mark.skipif(not HAVE_HS, reason="hyperscan not installed")
+def test_translation_is_exact_for_common_anchors():
+    """Literal-ish anchors are not widened: no extra windows on ASCII logs."""
+    m = sel._Matcher(ANCHORS)
+    assert m.engine == "hyperscan" and not m.fallback
+    lines = [b"NoXid", b"XidX", b"Xid 1", b"xid", b"CUDA", b"cuda", b"ERROR", b"Error"]
+    assert _scan_lines(m, lines) == [b"Xid 1", b"CUDA", b"Error"]
+    m = sel._Matcher([r"(?i)\bout of memory\b", r"(?i)kill", r"^\S+ failed$"])
+    lines = [b"CUDA Out Of Memory.", b"without of memory", b"KILL", b"\xe2\x84\xaaill", b"ki",
+             b"rank0 failed", b"rank0 failed later", b"a b failed"]
+    assert _scan_lines(m, lines) == [b"CUDA Out Of Memory.", b"KILL", b"\xe2\x84\xaaill", b"rank0 failed"]
+
+
+def _scan_lines(m, lines):
+    data = b"\n".join(lines) + b"\n"
+    buf = bytearray(data)
+    ends = set(m.scan(memoryview(buf), 0, len(buf)))
+    offs = [i for i, c in enumerate(data) if c == 10]
+    return [lines[i] for i, o in enumerate(offs) if o in ends]
+
+
+# --------------------------------------------------------------------------
+# property: the scan never misses a line that regex.search matches
+# --------------------------------------------------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_ATOMS = [
+    "a", "k", "s", "i", "K", "S", "I", "é", "É", "\u212a", "\u017f", "\u0130", "x", "1",
+    "٣", " ", ":", ".", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", "[abk]", "[^a]", "[a-z]",
+    "[^a-z]", r"[\d\s]", "[é-ë]", "[^é]", r"\x1c", "\ufffd", r"\t", "\r", "(a)\\1",
+]
+_ANCH = [r"\b", r"\B", "^", "$", r"\A", r"\Z", "(?=a)", "(?!a)", "(?<=a)", "(?<!a)"]
+_QUANT = ["", "", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{0,2}"]
+
+
+@st.composite
+def patterns(draw, depth=0):
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.integers(0, 9))
+        if kind < 6 or depth >= 2:
+            atom = draw(st.sampled_from(_ATOMS)) + draw(st.sampled_from(_QUANT))
+        elif kind == 6:
+            atom = draw(st.sampled_from(_ANCH))
+        elif kind == 7:
+            atom = "(" + draw(patterns(depth + 1)) + ")" + draw(st.sampled_from(_QUANT))
+        elif kind == 8:
+            atom = "(?:" + draw(patterns(depth + 1)) + "|" + draw(patterns(depth + 1)) + ")"
+        else:
+            atom = "(?i:" + draw(patterns(depth + 1)) + ")"
+        parts.append(atom)
+    p = "".join(parts)
+    if depth == 0 and draw(st.booleans()):
+        p = "(?i)" + p
+    return p
+
+
+_CHARS = [
+    "a", "k", "s", "i", "K", "S", "I", "é", "É", "\u212a", "\u017f", "\u0130", "\u0131", "x",
+    "1", "٣", " ", ":", "\x1c", "\r", "\t", "\u0301", "\ufffd", "█", "\xa0", "A",
+]
+_BAD = [b"\xff", b"\xc3", b"\xe2\x96", b"\x80"]
+line_bytes = st.lists(
+    st.one_of(st.sampled_from(_CHARS).map(lambda c: c.encode()), st.sampled_from(_BAD)),
+    max_size=8,
+).map(b"".join)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(pattern=patterns(), lines=st.lists(line_bytes, min_size=1, max_size=12))
+def test_scan_never_under_matches(pattern, lines):
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error:
+        return
+    m = sel._Matcher([pattern])
+    data = b"\n".join(lines) + b"\n"
+    buf = bytearray(data)
+    ends = set(m.scan(memoryview(buf), 0, len(buf)))
+    off = 0
+    for line in lines:
+        off += len(line)
+        if compiled.search(line.decode("utf-8", "replace")):
+            assert off in ends, (pattern, line, m.hs and m.hs.groups)
+        off += 1
