@@ -96,20 +96,29 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
         else:
             scored.append(_Scored(f, score, reasoning))
 
-    # consequences: demote a firing when a cause it usually follows is also present
-    present = {s.firing.rule.category: s for s in scored if not s.secondary}
-    for s in scored:
-        cons = s.firing.rule.consequence_of
-        if not cons:
-            continue
-        others = [c for c, o in present.items() if c != s.firing.rule.category
-                  and ("*" in cons or c in cons) and not o.firing.rule.consequence_of]
-        if others:
-            s.score *= CONSEQUENCE_FACTOR
-            s.consequence = others[0]
-            s.reasoning.append(
-                f"×{CONSEQUENCE_FACTOR}: {s.firing.rule.title.lower()} is usually a consequence of "
-                f"{others[0]}, which the evidence also shows")
+    # consequences: demote a firing when a cause it usually follows is also present.
+    # Rules naming categories are demoted only by a category with independent evidence (a
+    # firing whose rule is no one's consequence); then "any" rules (std::terminate, SIGABRT)
+    # are demoted by any cause left standing.
+    demoted: set[int] = set()
+    for explicit in (True, False):
+        for i, s in enumerate(scored):
+            cons = s.firing.rule.consequence_of
+            if not cons or ("*" not in cons) != explicit:
+                continue
+            own = s.firing.rule.category
+            others = sorted({o.firing.rule.category for j, o in enumerate(scored)
+                             if j not in demoted and not o.secondary and o.firing.rule.category != own
+                             and ("*" in cons or o.firing.rule.category in cons)
+                             and (not explicit or not o.firing.rule.consequence_of)},
+                            key=lambda c: -max(o.score for o in scored if o.firing.rule.category == c))
+            if others:
+                demoted.add(i)
+                s.score *= CONSEQUENCE_FACTOR
+                s.consequence = others[0]
+                s.reasoning.append(
+                    f"×{CONSEQUENCE_FACTOR}: {s.firing.rule.title[0].lower() + s.firing.rule.title[1:]} is usually a "
+                    f"consequence of {others[0]}, which the evidence also shows")
 
     # combine per category
     by_cat: dict[str, list[_Scored]] = {}
