@@ -91,7 +91,6 @@ class _StreamParser:
         self.start = 0
         self.pending_link = ""
         self.cur: _Exc | None = None  # exception whose message may continue
-        self.last_line = -10
         self.ipy_func: tuple[str, str] | None = None
 
     # -- helpers ---------------------------------------------------------------------
@@ -128,17 +127,13 @@ class _StreamParser:
     # -- main step ---------------------------------------------------------------------
     def feed(self, line: Line) -> None:
         n = line.loc.line
-        if n != self.last_line + 1 and self.state in ("frames", "ipy", "rich", "fh"):
-            self.state = "idle"  # a gap in the selected lines breaks a traceback
-            self.frames = []
-        self.last_line = n
         raw = line.text
         text = raw.strip()
 
         if self.state == "rich":
             body = raw.strip().strip("│┃").strip()
             if RICH_BOTTOM.match(text):
-                self.state = "frames_done"
+                self.state = "frames"  # the exception line follows the box
                 return
             m = RICH_FRAME.match(body)
             if m:
@@ -186,11 +181,8 @@ class _StreamParser:
             self.state = "idle"
             return
 
-        if TB_HEADER.search(text) and not IPY_HEADER.match(text):
-            if RICH_TOP.match(text):
-                self.state = "rich"
-            else:
-                self.state = "frames"
+        if RICH_TOP.match(text) or (TB_HEADER.search(text) and not IPY_HEADER.match(text)):
+            self.state = "rich" if RICH_TOP.match(text) else "frames"
             self.frames = []
             self.start = n
             self.cur = None
@@ -299,6 +291,18 @@ class _StreamParser:
             self._finish_exception(m.group("type"), m.group("msg") or "", line)
             self.start = 0
 
+    def gap(self) -> None:
+        """Lines were skipped (a huge log is sampled): a traceback cannot span the gap."""
+        if self.state in ("frames", "ipy", "rich", "fh", "cpp"):
+            self.finish()
+
+    def finish(self) -> None:
+        """End of input: a faulthandler dump ends without a closing line."""
+        if self.state == "fh" and self.cur is not None and not self.cur.frames and self.frames:
+            self.cur.frames = list(reversed(self.frames))
+        self.frames = []
+        self.state = "idle"
+
     def _native(self, m: re.Match[str], line: Line) -> Frame:
         gd = m.groupdict()
         func = (gd.get("func") or "").strip()
@@ -318,8 +322,13 @@ def parse_tracebacks(lines: Iterable[Line]) -> list[Evidence]:
     tr_block: dict[str, str] | None = None
     tr_loc: Loc | None = None
     source = ""
+    previous = 0
     for line in lines:
         source = line.loc.source
+        if previous and line.loc.line != previous + 1:
+            for q in parsers.values():
+                q.gap()
+        previous = line.loc.line
         p = parsers.get(line.stream)
         if p is None:
             p = parsers[line.stream] = _StreamParser(line.loc.source, line.stream)
@@ -355,6 +364,7 @@ def parse_tracebacks(lines: Iterable[Line]) -> list[Evidence]:
 
     out: list[Evidence] = []
     for p in parsers.values():
+        p.finish()
         out.extend(_chain(p.done))
     out.extend(native_stacks)
     out.extend(torchrun)
