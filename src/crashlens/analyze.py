@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import regex as re
+
 from .engine.match import EvidenceSet, evaluate
 from .engine.rank import rank
 from .engine.rules import RuleBase, load_rules
@@ -52,17 +54,21 @@ class _Collected:
     stats: dict[str, object] = field(default_factory=dict)
 
 
-def _anchors(rules: RuleBase) -> list[str]:
-    out = list(STRUCTURE_ANCHORS)
+_STRUCTURE = tuple(re.compile(p) for p in STRUCTURE_ANCHORS)
+
+
+def _anchors(rules: RuleBase) -> list[re.Pattern[str]]:
+    """Compiled patterns whose lines (and their surroundings) a huge log must keep."""
+    out = list(_STRUCTURE)
     for r in rules.rules:
         for part in (r.match, r.support, r.requires):
             for c in part:
-                if c.pattern is not None:
-                    out.append(c.pattern.pattern)
+                if c.pattern is not None and "line" in c.kinds:
+                    out.append(c.pattern)
     return out
 
 
-def read_text_input(inp: InputFile, anchors: Sequence[str], opts: Options, out: _Collected) -> None:
+def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], opts: Options, out: _Collected) -> None:
     stats = SelectStats()
     try:
         stream = inp.open()

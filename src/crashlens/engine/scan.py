@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - platform without a wheel
 
 # Below this many characters, searching each pattern with `regex` is faster than compiling
 # (or loading) a hyperscan database.
-HYPERSCAN_FROM = 512 * 1024
+HYPERSCAN_FROM = 64 * 1024
 
 
 class LineScanner:
@@ -89,32 +89,15 @@ def _flags(p: re.Pattern[str]) -> int:
 
 
 def _cached_compile(patterns: Sequence[re.Pattern[str]]):
-    """Compile once per pattern set and keep the database in the user cache directory."""
-    import hashlib
-    import os
-    from pathlib import Path
+    """Compile once per pattern set; the database is kept in the user cache directory."""
+    from ..hscache import cached_databases
 
-    assert _hs is not None
-    key = hashlib.sha256("\x00".join(f"{p.flags}:{p.pattern}" for p in patterns).encode()).hexdigest()[:24]
-    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crashlens"
-    path = cache_dir / f"hs-{_hs.__version__ if hasattr(_hs, '__version__') else 'x'}-{key}.db"
-    try:
-        blob = path.read_bytes()
-        bad_line, data = blob.split(b"\n", 1)
-        bad = [int(x) for x in bad_line.split(b",") if x]
-        return _hs.loadb(data), bad
-    except Exception:  # no cache yet, or unreadable: compile
-        pass
-    db, bad = _compile(patterns)
-    if db is not None:
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(",".join(map(str, bad)).encode() + b"\n" + _hs.dumpb(db))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home is fine: compile next time
-    return db, bad
+    def build():
+        db, bad = _compile(patterns)
+        return {"bad": bad}, [db]
+
+    meta, (db,) = cached_databases("lines", "\0".join(f"{p.flags}:{p.pattern}" for p in patterns), build)
+    return db, list(meta["bad"])
 
 
 def _compile(patterns: Sequence[re.Pattern[str]]):

@@ -612,10 +612,13 @@ class _HyperscanSet:
     mapped to the end of their line.
     """
 
-    def __init__(self, eol: list[bytes], plain: list[bytes]):
+    def __init__(self, eol: list[bytes], plain: list[bytes], block_dbs: list | None = None):
         self.flags = _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_PREFILTER
         self.groups = [(exprs, suffix) for exprs, suffix in ((eol, True), (plain, False)) if exprs]
-        self.block = [(self._compile_all(e, _hs.HS_MODE_BLOCK), s) for e, s in self.groups]
+        if block_dbs is not None:  # loaded from the on-disk cache, one database per group
+            self.block = [([db], s) for db, (_e, s) in zip(block_dbs, self.groups)]
+        else:
+            self.block = [(self._compile_all(e, _hs.HS_MODE_BLOCK), s) for e, s in self.groups]
         self._stream = None
         self._hits: list[int] = []
         append = self._hits.append
@@ -725,8 +728,11 @@ def _check_anchors(anchors) -> tuple[str, ...]:
     """The anchors, deduplicated; TypeError/ValueError for bad ones."""
     if isinstance(anchors, (str, bytes)):
         anchors = [anchors]
-    out = tuple(dict.fromkeys(anchors))
+    out = tuple(dict.fromkeys(a.pattern if isinstance(a, regex.Pattern) else a for a in anchors))
+    compiled = {a.pattern for a in anchors if isinstance(a, regex.Pattern)}
     for a in out:
+        if a in compiled:
+            continue  # compiled by the caller: valid
         if not isinstance(a, str):
             raise TypeError(f"anchor patterns must be str, not {type(a).__name__}")
         try:
@@ -742,50 +748,67 @@ class _Matcher:
         if use_hyperscan is None:
             use_hyperscan = _hs is not None
         self.hs: _HyperscanSet | None = None
-        fallback: list[str] = []
         if use_hyperscan and _hs is not None:
+            from ..hscache import cached_databases
+
             self.engine = "hyperscan"
-            translated: list[tuple[str, str]] = []
-            for a in anchors:
-                try:
-                    translated.append((a, translate(a)))
-                except _Untranslatable:
-                    fallback.append(a)
-            # A translation contains a bare '$' only where the anchor has an
-            # end-of-line assertion.  Ending in one, it already reports at the
-            # newline; elsewhere hyperscan refuses the [^\n]*$ suffix after it.
-            eol: list[bytes] = []
-            plain: list[bytes] = []
-            for _a, t in translated:
-                dollars = t.count("$")
-                if not dollars:
-                    eol.append(("(?:" + t + ")[^\\n]*$").encode("ascii"))
-                elif dollars == 1 and t.endswith("$"):
-                    eol.append(t.encode("ascii"))
-                else:
-                    plain.append(t.encode("ascii"))
-            try:  # usually everything compiles together at the first go
-                self.hs = _HyperscanSet(eol, plain) if translated else None
-            except _hs.error:  # find the culprits one by one
-                eol, plain = [], []
-                for a, t in translated:
-                    e = ("(?:" + t + ")[^\\n]*$").encode("ascii")
-                    if t.count("$") == 1 and t.endswith("$") and _HyperscanSet.compiles(t.encode("ascii")):
-                        eol.append(t.encode("ascii"))
-                    elif _HyperscanSet.compiles(e):
-                        eol.append(e)
-                    elif _HyperscanSet.compiles(t.encode("ascii")):
-                        plain.append(t.encode("ascii"))
-                    else:
-                        fallback.append(a)
-                if eol or plain:
-                    self.hs = _HyperscanSet(eol, plain)
+            meta, dbs = cached_databases("anchors", "\0".join(anchors), lambda: self._build(anchors))
+            eol = [e.encode("ascii") for e in meta["eol"]]
+            plain = [e.encode("ascii") for e in meta["plain"]]
+            fallback = list(meta["fallback"])
+            if eol or plain:
+                self.hs = _HyperscanSet(eol, plain, dbs)
         else:
             self.engine = "regex"
             fallback = anchors
         self.rx = _RegexSet(fallback) if fallback else None
         self.n_regex = len(fallback)
         self.fallback = fallback
+
+    @staticmethod
+    def _build(anchors: list[str]) -> tuple[dict, list]:
+        """Translate and compile the anchors: (meta for the cache, one database per group)."""
+        fallback: list[str] = []
+        hs = None
+        translated: list[tuple[str, str]] = []
+        for a in anchors:
+            try:
+                translated.append((a, translate(a)))
+            except _Untranslatable:
+                fallback.append(a)
+        # A translation contains a bare '$' only where the anchor has an
+        # end-of-line assertion.  Ending in one, it already reports at the
+        # newline; elsewhere hyperscan refuses the [^\n]*$ suffix after it.
+        eol: list[bytes] = []
+        plain: list[bytes] = []
+        for _a, t in translated:
+            dollars = t.count("$")
+            if not dollars:
+                eol.append(("(?:" + t + ")[^\\n]*$").encode("ascii"))
+            elif dollars == 1 and t.endswith("$"):
+                eol.append(t.encode("ascii"))
+            else:
+                plain.append(t.encode("ascii"))
+        try:  # usually everything compiles together at the first go
+            hs = _HyperscanSet(eol, plain) if translated else None
+        except _hs.error:  # find the culprits one by one
+            eol, plain = [], []
+            for a, t in translated:
+                e = ("(?:" + t + ")[^\\n]*$").encode("ascii")
+                if t.count("$") == 1 and t.endswith("$") and _HyperscanSet.compiles(t.encode("ascii")):
+                    eol.append(t.encode("ascii"))
+                elif _HyperscanSet.compiles(e):
+                    eol.append(e)
+                elif _HyperscanSet.compiles(t.encode("ascii")):
+                    plain.append(t.encode("ascii"))
+                else:
+                    fallback.append(a)
+            if eol or plain:
+                hs = _HyperscanSet(eol, plain)
+        eol_s = [e.decode("ascii") for e in eol] if hs is not None else []
+        plain_s = [e.decode("ascii") for e in plain] if hs is not None else []
+        dbs = [dbs[0] for dbs, _s in hs.block] if hs is not None else []
+        return {"eol": eol_s, "plain": plain_s, "fallback": fallback}, dbs
 
     def scan(self, mv: memoryview, start: int, end: int) -> list[int]:
         out: list[int] = []
