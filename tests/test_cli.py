@@ -137,3 +137,13 @@ def test_unimplemented_commands_say_so():
     for cmd in ("inspect", "report"):
         r = crashlens(cmd, "x")
         assert r.returncode == 2 and "not implemented yet" in r.stderr
+
+
+def test_utf16_log_from_windows(tmp_path: Path):
+    log = tmp_path / "powershell-transcript.txt"
+    log.write_bytes("PS C:\\work> python train.py\r\nRuntimeError: CUDA error: out of memory\r\n".encode("utf-16"))
+    r = crashlens("analyze", "--json", str(log))
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["causes"][0]
+    assert top["category"] == "gpu-oom"
+    assert top["evidence"][0]["line"] == 2 and top["evidence"][0]["text"].startswith("RuntimeError")

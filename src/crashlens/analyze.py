@@ -5,6 +5,7 @@ Each stage is a function of the previous stage's dataclasses; this module only w
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,37 @@ def _anchors(rules: RuleBase) -> list[re.Pattern[str]]:
     return out
 
 
+class _Utf8Recoder(io.RawIOBase):
+    """A binary stream of UTF-8, decoded incrementally from a stream in another encoding."""
+
+    def __init__(self, raw, encoding: str) -> None:
+        import codecs
+
+        self.raw = raw
+        self.decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self.pending = b""
+        self.error = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self.pending:
+            chunk = self.raw.read(1 << 20)
+            self.pending = self.decoder.decode(chunk or b"", final=not chunk).encode("utf-8")
+            if not chunk:
+                self.error = getattr(self.raw, "error", None)
+                break
+        n = min(len(b), len(self.pending))
+        b[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
 def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], opts: Options, out: _Collected) -> None:
     stats = SelectStats()
     try:
@@ -75,13 +107,18 @@ def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], opts: Op
     except OSError as exc:
         out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
         return
+    encoding = str(inp.facts.get("encoding") or "")
+    if encoding.startswith(("utf-16", "utf-32")):
+        # PowerShell and Windows tools write UTF-16; detection reports it only from a
+        # byte-order mark, which the "utf-16"/"utf-32" codecs consume
+        stream = io.BufferedReader(_Utf8Recoder(stream, encoding[:6]), 1 << 20)
     try:
         for lineno, raw in select_lines(stream, anchors, full_below=opts.full_below, stats=stats):
             out.lines.append(normalize(raw, inp.name, lineno))
     except OSError as exc:
         out.notes.append(f"{inp.name}: read stopped at line {stats.total_lines}: {exc}")
     finally:
-        err = getattr(stream, "error", None)
+        err = getattr(stream, "error", None) or getattr(getattr(stream, "raw", None), "error", None)
         stream.close()
     if err:
         out.notes.append(f"{inp.name}: {err}; the lines before it were analysed")

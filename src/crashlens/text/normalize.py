@@ -66,6 +66,8 @@ def _fix_mojibake(text: str) -> str:
 
 def clean(text: str) -> str:
     """Everything except prefix removal: ANSI, overdraws, control characters, mojibake."""
+    if text[:1] == "\ufeff":  # a byte-order mark at the start of a file
+        text = text[1:]
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
