@@ -31,7 +31,7 @@ LOW_SEVERITY_FACTOR = 0.6
 # Python logging and warnings ("WARNING:root:", "UserWarning:"), "[W …]" from c10.
 LOW_SEVERITY = re.compile(
     r"^(?:[IW]\d{4}\s|[IW] (?:external/|tensorflow/|xla/|third_party/)?\S+:\d+\]|\[[IW][ \d]|"
-    r"(?:INFO|WARNING|WARN)\b[: ]|\[(?:INFO|WARNING|WARN)\]|.*\bNCCL (?:INFO|WARN)\b|"
+    r"(?:INFO|WARNING|WARN)\b[: ]|\[(?:INFO|WARNING|WARN)\]|.*\bNCCL (?:INFO|WARN)\b|(?i:warn(?:ing)?: )|"
     r".*\b[A-Z]\w*Warning: |.*\bTF-TRT Warning\b)")
 CONSEQUENCE_FACTOR = 0.45
 SUPPORT_CAP = 0.2

@@ -39,16 +39,16 @@ def code_path_line(frames: Sequence[Frame], limit: int = 5) -> str:
     frames = list(frames)
     users = [f for f in frames if f.kind == "user"][-limit:]
     tail = [f for f in frames if f.kind in ("native", "gpu")][-1:]
-    if not users:
-        parts = [f"{f.function or '?'} ({_where(f)})" for f in frames if f.kind != "gpu"][-limit:]
+    if not users:  # only library frames: show the innermost ones
+        parts = [f"{f.function or '?'} ({_where(f)})" for f in frames if f.kind == "library"][-limit:]
     else:
         parts = [f"{users[0].function or '?'} ({_where(users[0])})"]
         for prev, cur in zip(users, users[1:]):
             parts.append(f"{call_of(prev.code) if prev.code else cur.function} ({_where(cur)})")
         if users[-1].code:
             parts.append(call_of(users[-1].code))
-    if tail and tail[0].kind == "gpu":
-        parts.append(tail[0].code or "GPU kernel")
+    if tail and (tail[0].kind == "gpu" or not (tail[0].module or tail[0].file)):
+        parts.append(tail[0].code or tail[0].function or "?")
     elif tail:
         parts.append(f"{tail[0].function or '?'} ({_where(tail[0])})")
     return " → ".join(parts)

@@ -54,13 +54,21 @@ lines and selected lines, not to the size of the stream.
 
 from __future__ import annotations
 
+import array
+import bisect
+import io
+import os
+import pickle
 import re
+import signal
+import stat
+import sys
 import threading
 import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Sequence
+from typing import BinaryIO, Iterator, NamedTuple, Sequence
 
 import regex
 
@@ -743,8 +751,12 @@ def _check_anchors(anchors) -> tuple[str, ...]:
 
 
 class _Matcher:
-    def __init__(self, anchors: Sequence[str], use_hyperscan: bool | None = None):
-        anchors = list(_check_anchors(anchors))
+    def __init__(self, anchors: Sequence[str], use_hyperscan: bool | None = None,
+                 checked: bool = False):
+        # checked: anchors already went through _check_anchors (select_lines).
+        # Checking again would recompile every pattern with regex: patterns
+        # compiled with other flags (the rule base's use V0) miss its cache.
+        anchors = list(anchors) if checked else list(_check_anchors(anchors))
         if use_hyperscan is None:
             use_hyperscan = _hs is not None
         self.hs: _HyperscanSet | None = None
@@ -988,7 +1000,7 @@ def _get_matcher(key: tuple[tuple[str, ...], bool]) -> _Matcher:
         lru = _cache.lru = OrderedDict()
     m = lru.get(key)
     if m is None:
-        m = lru[key] = _Matcher(key[0], key[1])
+        m = lru[key] = _Matcher(key[0], key[1], checked=True)
         while len(lru) > 4:
             lru.popitem(last=False)
     else:
@@ -1002,6 +1014,7 @@ class _Selector:
         self.matcher_key = matcher_key
         self.before = before
         self.after = after
+        self.head = head
         self.tail = tail
         self.max_line = max_line
         self.stats = stats
@@ -1026,106 +1039,154 @@ class _Selector:
             yield i, _decode(line, ml, 0, st)
 
     def run(self, full_below: int) -> Iterator[tuple[int, str]]:
+        done = 0  # line number of the last line the parallel path yielded
+        try:
+            plan = _plan_parallel(self.stream, full_below)
+        except Exception:  # noqa: BLE001 - any doubt: the sequential path
+            plan = None
+        if plan is not None:
+            it = self._run_parallel(plan)
+            try:
+                while True:
+                    try:
+                        item = next(it)
+                    except StopIteration:
+                        return
+                    except Exception:  # noqa: BLE001 - start again sequentially
+                        break
+                    done = item[0]
+                    yield item
+            finally:
+                it.close()
+            # The parallel path never reads through the stream (it reads the
+            # file descriptor with pread), so the stream is still where it was.
+            st = self.stats
+            st.total_lines = st.total_bytes = st.kept_lines = st.truncated_lines = 0
+            st.regex_anchors = 0
+            st.mode = "full"
+        if done:
+            for item in self._run_sequential(full_below):
+                if item[0] > done:
+                    yield item
+        else:
+            yield from self._run_sequential(full_below)
+
+    def _run_sequential(self, full_below: int) -> Iterator[tuple[int, str]]:
         st = self.stats
-        chunk = max(CHUNK_SIZE, 64)
-        # An unfinished line this long is streamed (scanned, counted, cut)
-        # instead of being held; it is also the room kept in front of each
-        # buffer for the unfinished line carried over from the previous one.
-        long_t = max(chunk // 2, 32)
         # Enough of the stream to decide between full and selected mode.
         first = _read_head(self.stream, max(full_below, 0))
-        n0 = len(first)
-        st.total_bytes = n0
-        if n0 < full_below:
+        st.total_bytes = len(first)
+        if len(first) < full_below:
             yield from self._full(first)
             return
         st.mode = "selected"
-        # Two buffers: one is read into by a helper thread (the read releases
-        # the GIL) while the lines of the other are scanned and selected.
-        R = long_t
-        size = R + max(chunk, n0) + 1
-        bufs = [bytearray(size), bytearray(size)]
-        mvs = [memoryview(b) for b in bufs]
-        bufs[0][R:R + n0] = first
-        del first
-        stream = self.stream
-
-        def read(i: int) -> int:
-            return _read_into(stream, mvs[i][R:R + chunk], chunk)
-
-        ml = self.max_line
         matcher = _get_matcher(self.matcher_key)
         st.regex_anchors = matcher.n_regex
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashlens-read")
-        fut = pool.submit(read, 1)
-        cur, new = 0, n0
-        start = R  # where the carried-over unfinished line begins
-        long = None  # while a line too long to hold streams past
-        long_prefix = b""
-        long_len = 0
-        try:
-            while True:
-                ba, mv = bufs[cur], mvs[cur]
-                lo, fill = R, R + new  # the new data
-                if long is not None:
-                    i = ba.find(_NL, lo, fill)
-                    stop = fill if i < 0 else i
-                    need = ml + 1 - len(long_prefix)
-                    if need > 0:
-                        long_prefix += bytes(mv[lo:min(stop, lo + need)])
-                    long.feed(mv[lo:stop])
-                    long_len += stop - lo
-                    if i < 0:
-                        start = fill
-                    else:
-                        yield from self._finish_long(long, long_prefix, long_len)
-                        long = None
-                        start = lo = i + 1
-                if long is None:
-                    nl = ba.rfind(_NL, lo, fill)
-                    if nl >= 0:
-                        end = nl + 1
-                        yield from self._block(ba, start, end, matcher.scan(mv, start, end))
-                        start = end
-                    if fill - start >= long_t:
-                        long = matcher.long_line()
-                        long.feed(mv[start:fill])
-                        long_prefix = bytes(mv[start:min(fill, start + ml + 1)])
-                        long_len = fill - start
-                        start = fill
-                new = fut.result()
-                fut = None
-                if not new:
-                    break
-                st.total_bytes += new
-                nxt = cur ^ 1
-                rest = fill - start
-                if rest:
-                    bufs[nxt][R - rest:R] = ba[start:fill]
-                start = R - rest
-                fut = pool.submit(read, cur)
-                cur = nxt
-            # end of stream
-            if long is not None:
-                yield from self._finish_long(long, long_prefix, long_len)
-            elif fill > start:
-                ba[fill] = 10  # the last line had no '\n'
-                yield from self._block(ba, start, fill + 1, matcher.scan(mv, start, fill + 1))
-            yield from self._flush()
-        finally:
-            if long is not None:  # abandoned in the middle of a huge line
-                long.finish()
-            if fut is not None:
-                try:
-                    fut.result()
-                except BaseException:
-                    pass
-            pool.shutdown(wait=True)
-            for m in mvs:
-                m.release()
+        stream = self.stream
 
-    def _finish_long(self, long, prefix: bytes, length: int):
-        hit = long.finish()
+        def read(mv: memoryview) -> int:
+            return _read_into(stream, mv, len(mv))
+
+        events = _scan_events(matcher, read, first, self.max_line, stats=st)
+        del first  # the scan loop owns it now (copied into its first buffer)
+        try:
+            for ev in events:
+                if ev[0] is _BLOCK:
+                    yield from self._block(ev[1], ev[2], ev[3], ev[4])
+                else:
+                    yield from self._finish_long(ev[1], ev[2], ev[3])
+        finally:
+            events.close()
+        yield from self._flush()
+
+    # ---------------------------------------------------------------- parallel
+
+    def _run_parallel(self, plan: "_Plan") -> Iterator[tuple[int, str]]:
+        """Scan the byte ranges of ``plan`` in worker processes and here, then
+        read (with pread) only the lines to yield.  Any exception before the
+        first line is yielded makes :meth:`run` start again sequentially."""
+        st = self.stats
+        matcher = _get_matcher(self.matcher_key)  # compiled before forking: inherited
+        before, after, ml = self.before, self.after, self.max_line
+        ranges = plan.ranges
+
+        def job(i: int, threaded: bool):
+            s, first_end, limit, final = ranges[i]
+            return _scan_range(matcher, plan.fd, plan.base, s, first_end, limit, final,
+                               before, after, ml, threaded)
+
+        kids: dict[int, tuple[int, int]] = {}  # range index -> (pid, read end of its pipe)
+        results: list = [None] * len(ranges)
+        try:
+            for i in range(1, len(ranges)):
+                kids[i] = _fork_call(job, i, False)
+            results[0] = job(0, True)
+            for i in list(kids):
+                pid, fd = kids.pop(i)
+                results[i] = _collect(pid, fd)
+        finally:
+            for pid, fd in kids.values():  # only after an error or an interrupt
+                _abandon(pid, fd)
+        for i, res in enumerate(results):  # each range ends where the next begins
+            if i + 1 < len(ranges) and res[4] != ranges[i + 1][0]:
+                raise RuntimeError("parallel scan: ranges do not join up")
+
+        # Global line numbers.  points: (line number, offset of its start) of
+        # lines whose start is known, to find a window's first line from.
+        n_total = sum(res[0] for res in results)
+        head, tail = self.head, self.tail
+        points: list[tuple[int, int]] = [(1, 0)]
+        spans: list[tuple[int, int]] = []
+        if head > 0:
+            spans.append((1, min(head, n_total)))
+        longs: dict[int, int] = {}
+        cum = 0
+        for i, (n_lines, runs, long_list, last_start, _end) in enumerate(results):
+            if i:
+                points.append((cum + 1, ranges[i][0]))
+            for j in range(0, len(runs), 3):
+                off, f, g = runs[j], cum + runs[j + 1] + 1, cum + runs[j + 2] + 1
+                points.append((f, off))
+                spans.append((max(1, f - before), min(n_total, g + after)))
+            for j in range(0, len(long_list), 3):
+                off, num, length = long_list[j], cum + long_list[j + 1] + 1, long_list[j + 2]
+                longs[off] = length
+                points.append((num, off))
+                if num < n_total:
+                    points.append((num + 1, off + length + 1))
+            cum += n_lines
+            if i == len(results) - 1 and n_total:
+                points.append((n_total, last_start))
+        if tail > 0 and n_total > 0:
+            spans.append((max(1, n_total - tail + 1), n_total))
+        spans.sort()
+        points.sort()
+        nums = [p[0] for p in points]
+
+        st.mode = "selected"
+        st.regex_anchors = matcher.n_regex
+        st.total_lines = n_total
+        st.total_bytes = plan.size
+        reader = _FileLines(plan.fd, plan.base, plan.size, ml, st, longs)
+        a, b = 0, -2  # the window being merged: lines a..b
+        for sa, sb in spans + [(n_total + 2, 0)]:  # the sentinel flushes the last window
+            if sa <= b + 1:
+                b = max(b, sb)
+                continue
+            if a > 0:
+                j = bisect.bisect_left(nums, a)
+                num, off = points[j]
+                yield from reader.lines(a, b, reader.back(off, num - a) if num > a else off)
+            a, b = sa, sb
+        try:  # leave the stream at its end, as the sequential path does
+            if self.stream.seekable():
+                self.stream.seek(plan.base + plan.size)
+        except (OSError, ValueError):
+            pass
+
+    # -------------------------------------------------------------- sequential
+
+    def _finish_long(self, prefix: bytes, length: int, hit: bool):
         k = _cut_point(prefix, self.max_line) if len(prefix) > self.max_line else len(prefix)
         num = self.M + 1
         if length > k:
@@ -1254,3 +1315,569 @@ class _Selector:
             self.iv.append([min([t0] + [w[0] for w in joined]), n, None])
         yield from self._emit_ring(n)
         self.cuts.clear()
+
+
+# --------------------------------------------------------------------------
+# The reading and scanning loop, shared by the sequential path and the
+# parallel workers
+# --------------------------------------------------------------------------
+
+_BLOCK, _LONG = "block", "long"
+
+
+def _scan_events(matcher, read, first, ml: int, *, stats: SelectStats | None = None,
+                 threaded: bool = True, off0: int = 0, final: bool = True,
+                 out: dict | None = None):
+    """Read a stream chunk by chunk and scan its lines; a generator of
+
+    * ``(_BLOCK, ba, start, end, ends, base)``: the complete lines
+      ``ba[start:end]`` (the last one ends with its '\\n'); ``ends`` are the
+      sorted offsets in ``ba`` of the '\\n' of candidate anchor lines; byte
+      ``ba[i]`` is byte ``base + i`` of the stream (``off0`` being the offset
+      of ``first``);
+    * ``(_LONG, prefix, length, hit, offset)``: a line too long to hold, which
+      was scanned and counted while it streamed past: its first ``ml + 1``
+      bytes, its length without the '\\n', whether an anchor (may) match it
+      and the offset of its first byte.
+
+    ``first`` is the data already read; ``read(mv)`` fills ``mv`` (all of it
+    but at the end of the stream) and returns the number of bytes.  The
+    blocks, and so the scan results, depend only on the stream's bytes and on
+    where its reads end: the first after ``len(first)`` bytes, then every
+    ``CHUNK_SIZE`` bytes.  That is what lets a worker of the parallel path
+    reproduce the sequential scan of its byte range exactly.  With
+    ``final=False`` the unfinished line at the end is left alone (it is where
+    the next range begins; ``out["end"]`` gets its offset).  A block is only
+    valid until the generator is resumed.
+    """
+    chunk = max(CHUNK_SIZE, 64)
+    # An unfinished line this long is streamed (scanned, counted, cut)
+    # instead of being held; it is also the room kept in front of each
+    # buffer for the unfinished line carried over from the previous one.
+    long_t = max(chunk // 2, 32)
+    R = long_t
+    n0 = len(first)
+    size = R + max(chunk, n0) + 1
+    bufs = [bytearray(size), bytearray(size)]
+    mvs = [memoryview(b) for b in bufs]
+    bufs[0][R:R + n0] = first
+    del first
+
+    def rd(i: int) -> int:
+        return read(mvs[i][R:R + chunk])
+
+    # With ``threaded`` a helper thread reads the next chunk into one buffer
+    # (reads release the GIL) while the lines of the other are scanned.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashlens-read") if threaded else None
+    fut = pool.submit(rd, 1) if pool is not None else None
+    cur, new = 0, n0
+    start = R  # where the carried-over unfinished line begins
+    end_off = off0 + n0  # stream offset of the end of the data in bufs[cur]
+    long = None  # while a line too long to hold streams past
+    long_prefix = b""
+    long_len = long_off = 0
+    try:
+        while True:
+            ba, mv = bufs[cur], mvs[cur]
+            lo, fill = R, R + new  # the new data
+            base = end_off - fill
+            if long is not None:
+                i = ba.find(_NL, lo, fill)
+                stop = fill if i < 0 else i
+                need = ml + 1 - len(long_prefix)
+                if need > 0:
+                    long_prefix += bytes(mv[lo:min(stop, lo + need)])
+                long.feed(mv[lo:stop])
+                long_len += stop - lo
+                if i < 0:
+                    start = fill
+                else:
+                    hit = long.finish()
+                    long = None
+                    yield (_LONG, long_prefix, long_len, hit, long_off)
+                    start = lo = i + 1
+            if long is None:
+                nl = ba.rfind(_NL, lo, fill)
+                if nl >= 0:
+                    end = nl + 1
+                    yield (_BLOCK, ba, start, end, matcher.scan(mv, start, end), base)
+                    start = end
+                if fill - start >= long_t:
+                    long = matcher.long_line()
+                    long.feed(mv[start:fill])
+                    long_prefix = bytes(mv[start:min(fill, start + ml + 1)])
+                    long_len = fill - start
+                    long_off = base + start
+                    start = fill
+            if pool is not None:
+                new = fut.result()
+                fut = None
+            else:
+                new = rd(cur ^ 1)
+            if not new:
+                break
+            if stats is not None:
+                stats.total_bytes += new
+            nxt = cur ^ 1
+            rest = fill - start
+            if rest:
+                bufs[nxt][R - rest:R] = ba[start:fill]
+            start = R - rest
+            end_off += new
+            if pool is not None:
+                fut = pool.submit(rd, cur)
+            cur = nxt
+        # end of the stream (or of the range)
+        if not final:
+            if long is not None:
+                raise RuntimeError("a range must not end inside a streamed line")
+            if out is not None:
+                out["end"] = base + start
+        elif long is not None:
+            hit = long.finish()
+            long = None
+            yield (_LONG, long_prefix, long_len, hit, long_off)
+        elif fill > start:
+            ba[fill] = 10  # the last line had no '\n'
+            yield (_BLOCK, ba, start, fill + 1, matcher.scan(mv, start, fill + 1), base)
+    finally:
+        if long is not None:  # abandoned in the middle of a huge line
+            long.finish()
+        if fut is not None:
+            try:
+                fut.result()
+            except BaseException:
+                pass
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for m in mvs:
+            m.release()
+
+
+# --------------------------------------------------------------------------
+# Parallel scan of a regular file
+# --------------------------------------------------------------------------
+#
+# A regular file larger than ``full_below`` (and than two ranges) is split into
+# up to min(CPUs, MAX_WORKERS) byte ranges of at least MIN_RANGE bytes.  Every
+# range begins at a line start where the sequential path would also begin a
+# block (the first line start after the end of one of its reads), so each
+# worker, running the same loop over its range, sees exactly the blocks the
+# sequential path sees and gets the same scan results.  Worker processes
+# (fork; the compiled anchors are inherited) scan all ranges but the first,
+# which the calling process scans; each returns its number of lines, its
+# anchor lines merged into runs whose windows touch, and its streamed long
+# lines.  The caller then derives global line numbers and reads with pread
+# only the lines it yields.  Any failure before the first line is yielded
+# means starting again on the sequential path; a failure later, starting
+# again there and skipping the lines already yielded.
+
+#: At most this many processes (the caller included) scan one file.
+MAX_WORKERS = 8
+#: Smallest byte range given to one process.
+MIN_RANGE = 64 << 20
+#: Largest piece read at once while reading the lines to yield; a longer line
+#: is cut without being held whole.
+_PIECE = 4 << 20
+
+if hasattr(os, "preadv"):
+
+    def _pread_into(fd: int, mv: memoryview, off: int) -> int:
+        """Fill mv from file offset ``off``; fewer bytes only at the end of the file."""
+        got, n = 0, len(mv)
+        while got < n:
+            k = os.preadv(fd, [mv[got:]], off + got)
+            if k <= 0:
+                break
+            got += k
+        return got
+
+else:  # pragma: no cover - platforms without preadv
+
+    def _pread_into(fd: int, mv: memoryview, off: int) -> int:
+        got, n = 0, len(mv)
+        while got < n:
+            data = os.pread(fd, n - got, off + got)
+            if not data:
+                break
+            mv[got:got + len(data)] = data
+            got += len(data)
+        return got
+
+
+def _cpus() -> int:
+    n = os.cpu_count() or 1
+    try:
+        n = min(n, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        pass
+    return n
+
+
+def _max_procs() -> int:
+    """Processes to scan one file with; ``CRASHLENS_SELECT_PROCS`` overrides
+    (1: always sequential)."""
+    env = os.environ.get("CRASHLENS_SELECT_PROCS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return min(_cpus(), MAX_WORKERS)
+
+
+def _guarded_file(stream):
+    """The file under crashlens.inputs' ``InputStream(GuardedReader(file))``
+    when nothing has been read through it yet; else None."""
+    mod = sys.modules.get(__name__.rsplit(".", 2)[0] + ".inputs.streams")
+    if mod is None or type(stream) is not getattr(mod, "InputStream", None):
+        return None
+    raw = stream.raw
+    if type(raw) is not getattr(mod, "GuardedReader", None):
+        return None
+    if getattr(raw, "_done", True) or getattr(raw, "_delivered", 1) != 0:
+        return None
+    return getattr(raw, "_inner", None)
+
+
+def _file_of(stream) -> tuple[int, int, int] | None:
+    """(file descriptor, offset of the stream's position, file size) when
+    ``stream`` plainly reads a regular file (``open(path, "rb")`` with or
+    without buffering, or what crashlens.inputs opens for a file); else None."""
+    obj = _guarded_file(stream) or stream
+    if type(obj) is io.BufferedReader:
+        if type(obj.raw) is not io.FileIO:
+            return None
+    elif type(obj) is not io.FileIO:
+        return None
+    try:
+        if obj.closed:
+            return None
+        fd = obj.fileno()
+        pos = obj.tell()
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or pos < 0:
+        return None
+    return fd, pos, st.st_size
+
+
+class _Plan(NamedTuple):
+    fd: int
+    base: int  # file offset of the stream's position: where line 1 begins
+    size: int  # bytes from there to the end of the file, when planned
+    # (line start, end of its first read, end of its last read, last range?);
+    # all offsets relative to base
+    ranges: list
+
+
+def _line_start_before(fd: int, base: int, pos: int, span: int) -> int | None:
+    """The start of the line after the last '\\n' in [pos - span, pos), or None."""
+    lo = max(0, pos - span)
+    hi, step = pos, 1 << 16
+    while hi > lo:
+        g = max(lo, hi - step)
+        data = os.pread(fd, hi - g, base + g)
+        if len(data) != hi - g:
+            return None
+        i = data.rfind(_NL)
+        if i >= 0:
+            return g + i + 1
+        hi, step = g, step * 4
+    return None
+
+
+def _plan_parallel(stream, full_below: int) -> _Plan | None:
+    """How to split ``stream`` for a parallel scan, or None (sequential)."""
+    if not hasattr(os, "fork"):
+        return None
+    procs = _max_procs()
+    if procs < 2:
+        return None
+    src = _file_of(stream)
+    if src is None:
+        return None
+    fd, base, st_size = src
+    size = st_size - base
+    if size < full_below:
+        return None  # read in full
+    n = min(procs, size // max(MIN_RANGE, 1))
+    if n < 2:
+        return None
+    chunk = max(CHUNK_SIZE, 64)
+    long_t = max(chunk // 2, 32)
+    n0 = max(full_below, 0)  # the sequential path's first read
+    # A range may begin after the end F of any read of the sequential path
+    # (F = n0 + k * chunk), at the first line start before F, provided that
+    # the line there is shorter than long_t (so that the sequential path does
+    # not stream it).  Its worker then reads [start, F) first, as the carried
+    # over line, and continues chunk by chunk from F.
+    starts = [(0, n0)]
+    k_min = 0 if n0 > 0 else 1
+    for i in range(1, n):
+        target = size * i // n
+        k = max(k_min, -(-(target - n0) // chunk))
+        s = None
+        while n0 + k * chunk < size:
+            s = _line_start_before(fd, base, n0 + k * chunk, long_t)
+            if s is not None:
+                break
+            k += 1
+        if s is None:
+            break
+        starts.append((s, n0 + k * chunk))
+        k_min = k + 1
+    if len(starts) < 2:
+        return None
+    ranges = []
+    for i, (s, first_end) in enumerate(starts):
+        last = i == len(starts) - 1
+        ranges.append((s, first_end, size if last else starts[i + 1][1], last))
+    return _Plan(fd, base, size, ranges)
+
+
+def _scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int, final: bool,
+                before: int, after: int, ml: int, threaded: bool):
+    """Scan the lines of one range (offsets relative to ``fbase``).
+
+    Returns (number of lines, runs, long lines, start of the last line, end):
+    ``runs`` holds triples (offset of the first anchor line's start, index of
+    the first and of the last anchor line of the run), a run being anchor
+    lines whose windows touch; ``long lines`` triples (offset, index, length)
+    of the lines that were streamed; indexes count from 0 at the range start.
+    """
+    first = bytearray(first_end - s)
+    with memoryview(first) as mv:
+        if _pread_into(fd, mv, fbase + s) != len(first):
+            raise OSError("file shrank during the scan")
+    pos = first_end
+
+    def read(mv: memoryview) -> int:
+        nonlocal pos
+        want = min(len(mv), limit - pos)
+        if want <= 0:
+            return 0
+        got = _pread_into(fd, mv[:want], fbase + pos)
+        if got != want:
+            raise OSError("file shrank during the scan")
+        pos += got
+        return got
+
+    out: dict = {}
+    events = _scan_events(matcher, read, first, ml, threaded=threaded, off0=s, final=final, out=out)
+    del first
+    lines = 0
+    runs = array.array("q")
+    longs = array.array("q")
+    last_start = s
+    gap = before + after + 1  # windows of anchor lines this far apart touch
+    r_off = r_first = r_last = -1  # the current run
+    try:
+        for ev in events:
+            if ev[0] is _BLOCK:
+                _k, ba, start, end, ends, base = ev
+                count = ba.count
+                pos_, line, prev = start, lines, -1
+                for e in ends:
+                    if e <= prev:
+                        continue
+                    line += count(_NL, pos_, e)
+                    pos_ = prev = e
+                    if r_first >= 0 and line - r_last <= gap:
+                        r_last = line
+                        continue
+                    if r_first >= 0:
+                        runs.extend((r_off, r_first, r_last))
+                    i = ba.rfind(_NL, start, e)
+                    r_off = base + (start if i < 0 else i + 1)
+                    r_first = r_last = line
+                lines = line + count(_NL, pos_, end)
+                if final:
+                    i = ba.rfind(_NL, start, end - 1)
+                    last_start = base + (start if i < 0 else i + 1)
+            else:
+                _k, _prefix, length, hit, off = ev
+                longs.extend((off, lines, length))
+                if hit:
+                    if r_first >= 0 and lines - r_last <= gap:
+                        r_last = lines
+                    else:
+                        if r_first >= 0:
+                            runs.extend((r_off, r_first, r_last))
+                        r_off, r_first, r_last = off, lines, lines
+                last_start = off
+                lines += 1
+    finally:
+        events.close()
+    if r_first >= 0:
+        runs.extend((r_off, r_first, r_last))
+    return lines, runs, longs, last_start, out.get("end", -1)
+
+
+def _fork_call(fn, *args) -> tuple[int, int]:
+    """Run fn(*args) in a forked child; (pid, read end of the pipe that
+    brings back its pickled result)."""
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns about fork() in a multi-threaded process;
+            # the child only scans, pickles and writes to its pipe.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except BaseException:
+        os.close(r)
+        os.close(w)
+        raise
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            try:  # Ctrl-C: the parent cleans up; the child just dies
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass
+            os.close(r)
+            try:
+                payload = pickle.dumps((True, fn(*args)), pickle.HIGHEST_PROTOCOL)
+                code = 0
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _abandon(pid: int, fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
+def _collect(pid: int, fd: int):
+    """The result of a _fork_call child (waits for it)."""
+    try:
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    except BaseException:
+        _abandon(pid, fd)
+        raise
+    os.close(fd)
+    _pid, status = os.waitpid(pid, 0)
+    ok, value = pickle.loads(b"".join(chunks)) if chunks else (False, "no result")
+    if not ok or status != 0:
+        raise RuntimeError(f"parallel scan worker failed (status {status}): {value}")
+    return value
+
+
+class _FileLines:
+    """Lines of the file read with pread, for the parallel path: a few MiB
+    at a time; a line longer than _PIECE is cut without being held whole."""
+
+    def __init__(self, fd: int, base: int, size: int, max_line: int, stats: SelectStats,
+                 longs: dict[int, int]):
+        self.fd, self.base, self.size = fd, base, size
+        self.max_line = max_line
+        self.stats = stats
+        self.longs = longs  # offset -> length of the lines the scan streamed
+
+    def _read(self, off: int, n: int) -> bytes:
+        data = os.pread(self.fd, n, self.base + off)
+        while len(data) < n:
+            more = os.pread(self.fd, n - len(data), self.base + off + len(data))
+            if not more:
+                raise OSError("file shrank while its lines were read")
+            data += more
+        return data
+
+    def back(self, off: int, k: int) -> int:
+        """Offset of the line k >= 1 lines above the line that begins at off."""
+        need = k + 1  # the '\n' at off - 1 ends the line just above
+        hi, span = off, max(4096, need * 256)
+        while hi > 0:
+            lo = max(0, hi - span)
+            data = self._read(lo, hi - lo)
+            c = data.count(_NL)
+            if c >= need:
+                return lo + len(data.rsplit(_NL, need)[0]) + 1
+            need -= c
+            hi, span = lo, min(span * 4, _PIECE)
+        if need == 1:
+            return 0
+        raise RuntimeError("parallel path: line offsets do not add up")
+
+    def _long_text(self, off: int, length: int, head: bytes = b"") -> str:
+        k = min(length, self.max_line + 1)
+        prefix = head[:k] if len(head) >= k else self._read(off, k)
+        return _decode(prefix, self.max_line, length - k, self.stats)
+
+    def lines(self, a: int, b: int, off: int) -> Iterator[tuple[int, str]]:
+        """Yield lines a..b; line a begins at ``off``."""
+        st, ml, longs, size = self.stats, self.max_line, self.longs, self.size
+        num, pos, want = a, off, 1 << 16
+        while num <= b:
+            rem = b - num + 1
+            length = longs.get(pos) if longs else None
+            if length is not None:
+                st.kept_lines += 1
+                yield num, self._long_text(pos, length)
+                num, pos = num + 1, pos + length + 1
+                continue
+            w = min(max(want, rem * 256), _PIECE, size - pos)
+            if w <= 0:
+                raise RuntimeError("parallel path: fewer lines than counted")
+            data = self._read(pos, w)
+            eof = pos + w >= size
+            parts = data.split(_NL, rem)
+            if len(parts) > rem:
+                del parts[rem:]
+            else:
+                tail = parts.pop()  # unfinished, or the last line without '\n'
+                if eof and tail:
+                    parts.append(tail)
+            n = len(parts)
+            if not n:
+                if eof:
+                    raise RuntimeError("parallel path: fewer lines than counted")
+                if w < _PIECE:
+                    want = w * 4
+                    continue
+                # a line longer than _PIECE: find its end, keep its start
+                end = pos + w
+                while end < size:
+                    piece = self._read(end, min(_PIECE, size - end))
+                    i = piece.find(_NL)
+                    if i >= 0:
+                        end += i
+                        break
+                    end += len(piece)
+                st.kept_lines += 1
+                yield num, self._long_text(pos, end - pos, data)
+                num, pos = num + 1, end + 1
+                continue
+            st.kept_lines += n
+            used = sum(map(len, parts)) + n - 1
+            if max(map(len, parts)) > ml:
+                for i, lb in enumerate(parts):
+                    yield num + i, _decode(lb, ml, 0, st)
+            else:
+                # '\n' never belongs to an invalid sequence: one decode for all
+                yield from zip(range(num, num + n), data[:used].decode("utf-8", "replace").split("\n"))
+            num, pos = num + n, pos + used + 1
