@@ -10,7 +10,7 @@ import click
 from . import __version__
 from .errors import CrashlensError
 
-# Exit codes (docs/cli.md): 0 analysed and a cause found; 1 analysed, nothing recognised;
+# Exit codes (README.md): 0 analysed and a cause found; 1 analysed, nothing recognised;
 # 2 usage or input error; 3 internal error (a bug: please report).
 EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 

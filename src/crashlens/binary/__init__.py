@@ -1,0 +1,1 @@
+"""Binary inputs: ELF files, CUDA fatbins, x86 instruction-set census (and, later, cores)."""
