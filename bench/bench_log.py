@@ -2,22 +2,30 @@
 """Time crashlens against ``grep -c -E`` on one large log.
 
     python bench/bench_log.py /tmp/train-1g.log
-    python bench/bench_log.py /tmp/train-1g.log --anchors Traceback 'CUDA error' --out bench/out/1g.md
+    python bench/bench_log.py /tmp/train-1g.log --runs 5 --sequential --out bench/out/1g.md
 
-Runs, one after the other, each in its own subprocess:
+Runs, each in its own subprocess, in rounds (every tool once per round, so
+that drift of a shared machine hits all of them alike):
 
-(a) ``grep -c -E '<alternation of the anchor words>' FILE``
-(b) ``crashlens analyze --json FILE`` when a ``crashlens`` command is on PATH
-    (or next to the running Python, as in an unactivated virtualenv);
-    otherwise (or with ``--mode select``) a Python process that runs
-    ``crashlens.text.select.select_lines`` over FILE with the same anchor
-    words (escaped, so they are literal) and consumes every selected line.
+(a) ``grep -c -E '<alternation of the anchor words>' FILE``;
+(b) ``crashlens analyze --json FILE``, when a ``crashlens`` command is on PATH
+    or next to the running Python (as in an unactivated virtualenv);
+(c) a Python process that runs ``crashlens.text.select.select_lines`` over
+    FILE with the anchors ``crashlens analyze`` uses (the rule base's) and
+    consumes every selected line;
+(d) the same with the anchor words of (a) (escaped, so literal).
 
-For each it reports wall-clock seconds and peak RSS.  Every command is started
-by a small runner process (this script with ``--measure``) that times it and
-reads ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` afterwards, so each
-figure covers exactly that one command.  The file is read once beforehand so
-that every run finds it in the page cache (``--no-warm`` to skip that).
+For each it reports the best wall-clock seconds, for (c) and (d) also the
+seconds spent in select_lines itself (measured inside the process, without
+interpreter start-up, imports and rule loading), and the peak RSS.  With
+``--sequential``, (b) to (d) run once more with ``CRASHLENS_SELECT_PROCS=1``:
+select_lines' sequential path instead of its parallel scan.  Every command is
+started by a small runner process (this script with ``--measure``) that times
+it and reads ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` afterwards;
+that is the peak of the largest single process of the command's tree
+(select_lines' worker processes included), not a sum.  The file is read once
+beforehand so that every run finds it in the page cache (``--no-warm`` to
+skip that).
 """
 
 from __future__ import annotations
@@ -51,16 +59,27 @@ DEFAULT_ANCHORS = [
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Consumes every line select_lines yields; prints the stats as JSON.
+# Consumes every line select_lines yields; prints the stats and the time
+# spent in select_lines as JSON.  argv: FILE --rules | FILE WORD...
 SELECT_SNIPPET = """
-import dataclasses, json, re, sys
+import dataclasses, json, re, sys, time
 from crashlens.text.select import SelectStats, select_lines
-path, anchors = sys.argv[1], sys.argv[2:]
+path, words = sys.argv[1], sys.argv[2:]
+if words == ["--rules"]:
+    from crashlens.analyze import _anchors
+    from crashlens.engine.rules import load_rules
+    anchors = _anchors(load_rules())
+else:
+    anchors = [re.escape(a) for a in words]
 stats = SelectStats()
-with open(path, "rb", buffering=0) as f:
-    for _ in select_lines(f, [re.escape(a) for a in anchors], stats=stats):
+t0 = time.perf_counter()
+with open(path, "rb") as f:
+    for _ in select_lines(f, anchors, stats=stats):
         pass
-print(json.dumps(dataclasses.asdict(stats)))
+out = dataclasses.asdict(stats)
+out["seconds"] = time.perf_counter() - t0
+out["anchors"] = len(anchors)
+print(json.dumps(out))
 """
 
 
@@ -107,14 +126,12 @@ def warm(path: str) -> None:
             pass
 
 
-def best_of(runs: int, cmd: list[str], env: dict | None = None) -> dict:
-    results = [measure(cmd, env) for _ in range(runs)]
-    for r in results:
-        if r["rc"] not in (0, 1):  # grep -c exits 1 when nothing matched
-            raise SystemExit(f"{cmd[0]} failed ({r['rc']}): {r['stderr'].strip()}")
-    best = min(results, key=lambda r: r["seconds"])
-    best["all_seconds"] = [r["seconds"] for r in results]
-    return best
+def find_cli() -> str | None:
+    cli = shutil.which("crashlens")
+    if cli is None:  # e.g. run as .venv/bin/python without activating the venv
+        here = os.path.join(os.path.dirname(sys.executable), "crashlens")
+        cli = here if os.access(here, os.X_OK) else None
+    return cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,16 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=DEFAULT_ANCHORS,
         metavar="WORD",
-        help="anchor words (literal); default: %(default)s",
+        help="anchor words (literal) for grep and select_lines (words); default: %(default)s",
     )
     ap.add_argument(
-        "--mode",
-        choices=["auto", "cli", "select"],
-        default="auto",
-        help="auto: `crashlens analyze --json` if installed, else select_lines; "
-        "cli / select: force one of them",
+        "--skip",
+        nargs="+",
+        default=[],
+        choices=["cli", "select-rules", "select-words"],
+        help="tools not to run",
     )
-    ap.add_argument("--runs", type=int, default=1, help="runs per tool, best is reported")
+    ap.add_argument(
+        "--sequential",
+        action="store_true",
+        help="also run the crashlens tools with CRASHLENS_SELECT_PROCS=1 (no parallel scan)",
+    )
+    ap.add_argument("--runs", type=int, default=3, help="rounds; the best run of each tool is reported")
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--no-warm", action="store_true", help="do not pre-read the file")
     args = ap.parse_args(argv)
@@ -151,42 +173,45 @@ def main(argv: list[str] | None = None) -> int:
     if grep is None:
         raise SystemExit("grep not found")
     alternation = "|".join(ere_escape(a) for a in args.anchors)
-    g = best_of(args.runs, [grep, "-c", "-E", alternation, path])
+    env = dict(os.environ)
+    src = os.path.join(REPO, "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("CRASHLENS_SELECT_PROCS", None)
+    seq_env = dict(env, CRASHLENS_SELECT_PROCS="1")
 
-    cli = shutil.which("crashlens")
-    if cli is None:  # e.g. run as .venv/bin/python without activating the venv
-        here = os.path.join(os.path.dirname(sys.executable), "crashlens")
-        cli = here if os.access(here, os.X_OK) else None
-    use_cli = args.mode == "cli" or (args.mode == "auto" and cli is not None)
-    note = ""
-    if use_cli:
-        if cli is None:
-            raise SystemExit("--mode cli: no `crashlens` command on PATH")
-        tool = "crashlens analyze --json"
-        c = best_of(args.runs, [cli, "analyze", "--json", path])
-        if c["rc"] != 0:
-            raise SystemExit(f"crashlens failed ({c['rc']}): {c['stderr'].strip()}")
-        details = ""
-    else:
-        if args.mode == "auto":
-            note = (
-                "`crashlens` command not installed: timed "
-                "`crashlens.text.select.select_lines` directly instead "
-                "(every selected line consumed, nothing else done)."
-            )
-        env = dict(os.environ)
-        src = os.path.join(REPO, "src")
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        tool = "select_lines (python)"
-        c = best_of(args.runs, [sys.executable, "-c", SELECT_SNIPPET, path, *args.anchors], env)
-        if c["rc"] != 0:
-            raise SystemExit(f"select_lines run failed: {c['stderr'].strip()}")
-        st = json.loads(c["stdout"].strip().splitlines()[-1])
-        details = (
-            f"select_lines: engine {st['engine']}, mode {st['mode']}, "
-            f"{st['kept_lines']:,} of {st['total_lines']:,} lines kept, "
-            f"{st['truncated_lines']} cut, {st['regex_anchors']} anchors on the regex fallback."
-        )
+    # (name, command, environment, kind)
+    tools: list[tuple[str, list[str], dict | None, str]] = [
+        ("`grep -c -E`", [grep, "-c", "-E", alternation, path], None, "grep")
+    ]
+    notes = []
+    cli = find_cli()
+    variants = [("", env)] + ([(", sequential", seq_env)] if args.sequential else [])
+    for suffix, e in variants:
+        if "cli" not in args.skip:
+            if cli is None:
+                if not suffix:
+                    notes.append("`crashlens` command not installed: CLI not timed.")
+            else:
+                tools.append((f"`crashlens analyze --json`{suffix}", [cli, "analyze", "--json", path], e, "cli"))
+        py = [sys.executable, "-c", SELECT_SNIPPET, path]
+        if "select-rules" not in args.skip:
+            tools.append((f"select_lines, rule anchors{suffix}", py + ["--rules"], e, "select"))
+        if "select-words" not in args.skip:
+            tools.append((f"select_lines, grep's words{suffix}", py + args.anchors, e, "select"))
+
+    runs: dict[str, list[dict]] = {name: [] for name, *_ in tools}
+    for _round in range(max(1, args.runs)):
+        for name, cmd, e, kind in tools:
+            r = measure(cmd, e)
+            ok = (0, 1) if kind == "grep" else (0,)  # grep -c exits 1 when nothing matched
+            if r["rc"] not in ok:
+                raise SystemExit(f"{name} failed ({r['rc']}): {r['stderr'].strip()}")
+            if kind == "select":
+                r["select"] = json.loads(r["stdout"].strip().splitlines()[-1])
+            runs[name].append(r)
+    best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
+    g = best["`grep -c -E`"]
+    gs = g["seconds"]
 
     # Any child of a Python runner starts with the runner's RSS high-water
     # mark (the kernel keeps the larger of it and the exec'd program's), so
@@ -194,34 +219,43 @@ def main(argv: list[str] | None = None) -> int:
     true_cmd = shutil.which("true") or "/bin/true"
     floor = measure([true_cmd])["peak_rss_mb"]
 
-    gs = g["seconds"]
-    rows = [
-        ("`grep -c -E`", g),
-        (f"`{tool}`", c),
-    ]
     lines = [
         f"File: `{os.path.basename(path)}`, {size / 1e9:.2f} GB ({size:,} bytes); "
-        f"{len(args.anchors)} anchors: {', '.join(args.anchors)}",
+        f"grep words ({len(args.anchors)}): {', '.join(args.anchors)}",
         "",
-        "| tool | seconds | peak RSS MB | ratio to grep |",
-        "| --- | ---: | ---: | ---: |",
+        "| tool | seconds | in select_lines | peak RSS MB | ratio to grep |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for name, r in rows:
+    details = []
+    for name, _cmd, _e, kind in tools:
+        r = best[name]
+        inner = ""
+        if kind == "select":
+            st = r["select"]
+            inner = f"{min(x['select']['seconds'] for x in runs[name]):.2f}"
+            details.append(
+                f"{name}: {st['anchors']} anchors, engine {st['engine']}, mode {st['mode']}, "
+                f"{st['kept_lines']:,} of {st['total_lines']:,} lines kept, "
+                f"{st['truncated_lines']} cut, {st['regex_anchors']} anchors on the regex fallback."
+            )
         lines.append(
-            f"| {name} | {r['seconds']:.2f} | {r['peak_rss_mb']:.1f} | {r['seconds'] / gs:.2f} |"
+            f"| {name} | {r['seconds']:.2f} | {inner} | {r['peak_rss_mb']:.1f} | {r['seconds'] / gs:.2f} |"
         )
     lines.append("")
     lines.append(f"grep matching lines: {g['stdout'].strip()}")
-    if details:
-        lines.append(details)
-    if note:
-        lines.append(note)
+    lines.extend(details)
+    lines.extend(notes)
     lines.append(
-        f"Peak RSS is measured with getrusage(RUSAGE_CHILDREN) in a Python runner; "
-        f"a no-op command measured the same way shows {floor:.1f} MB (the floor)."
+        "All runs (s): "
+        + "; ".join(f"{name.replace('`', '')}: " + ", ".join(f"{r['seconds']:.2f}" for r in runs[name]) for name, *_ in tools)
+        + "."
     )
     lines.append(
-        f"Runs per tool: {args.runs} (best shown); page cache "
+        f"Peak RSS is measured with getrusage(RUSAGE_CHILDREN) in a Python runner (largest single "
+        f"process); a no-op command measured the same way shows {floor:.1f} MB (the floor)."
+    )
+    lines.append(
+        f"Rounds: {args.runs} (best shown); page cache "
         f"{'not ' if args.no_warm else ''}warmed; {platform.python_implementation()} "
         f"{platform.python_version()}, {os.cpu_count()} CPUs, "
         f"LC_ALL={os.environ.get('LC_ALL', '')!s} LANG={os.environ.get('LANG', '')!s}."

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -414,6 +417,300 @@ def test_invalid_arguments():
         select_lines(io.BytesIO(b""), [], max_line=0)
     with pytest.raises(TypeError):
         select_lines(io.BytesIO(b""), [b"bytes"])
+
+
+# --------------------------------------------------------------------------
+# parallel scan of regular files
+# --------------------------------------------------------------------------
+
+needs_fork = pytest.mark.skipif(
+    not hasattr(os, "fork") or sys.platform == "darwin", reason="no parallel scan on this platform"
+)
+
+
+@pytest.fixture
+def parallel(monkeypatch):
+    """Small reads, ranges and pieces, 4 processes whatever the CPU count; records
+    the plans made and the ranges scanned in this process."""
+    monkeypatch.setattr(sel, "CHUNK_SIZE", 4096)  # long_t = 2048
+    monkeypatch.setattr(sel, "MIN_RANGE", 64 << 10)
+    monkeypatch.setattr(sel, "_PIECE", 8192)
+    monkeypatch.setenv("CRASHLENS_SELECT_PROCS", "4")
+    seen = {"plans": [], "scanned": [], "sequential": 0}
+    plan, scan, seq = sel._plan_parallel, sel._scan_range, sel._Selector._run_sequential
+
+    def spy_plan(stream, full_below):
+        p = plan(stream, full_below)
+        seen["plans"].append(p)
+        return p
+
+    def spy_scan(*args):
+        seen["scanned"].append(args[3])  # the range start (forked workers are not seen)
+        return scan(*args)
+
+    def spy_seq(self, full_below):
+        seen["sequential"] += 1
+        return seq(self, full_below)
+
+    monkeypatch.setattr(sel, "_plan_parallel", spy_plan)
+    monkeypatch.setattr(sel, "_scan_range", spy_scan)
+    monkeypatch.setattr(sel._Selector, "_run_sequential", spy_seq)
+    return seen
+
+
+def _both(seen: dict, path: Path, anchors, **kw):
+    """(parallel result, sequential result) as (lines, stats dict) pairs; the
+    parallel path must not have fallen back to the sequential one."""
+    data = path.read_bytes()
+    st_p, st_s = SelectStats(), SelectStats()
+    calls = seen["sequential"]
+    with open(path, "rb") as f:
+        par = list(select_lines(f, anchors, stats=st_p, **kw))
+    assert seen["sequential"] == calls, "the parallel path fell back to the sequential one"
+    seq = list(select_lines(io.BytesIO(data), anchors, stats=st_s, **kw))
+    return (par, dataclasses.asdict(st_p)), (seq, dataclasses.asdict(st_s))
+
+
+def _long_lines_log(seed: int, n_lines: int, crlf: bool, trailing_newline: bool) -> bytes:
+    """make_log's mix plus lines around and far above long_t (2048 with 4 KiB
+    chunks), some with anchors beyond max_line, and lines longer than _PIECE."""
+    rng = random.Random(seed)
+    lines = make_log(seed, n_lines).decode().split("\n")[:-1]
+    for _ in range(n_lines // 150):
+        i = rng.randrange(len(lines))
+        n = rng.choice([1500, 2047, 2048, 2500, 4000, 6100, 6200, 9000, 20_000, 70_000])
+        body = "".join(rng.choice("ab █é") for _ in range(min(n, 300))) * (n // min(n, 300) + 1)
+        if rng.random() < 0.4:
+            k = rng.randrange(n - 12)
+            body = body[:k] + " CUDA error " + body[k + 12:]
+        lines[i] = body[:n]
+    sep = "\r\n" if crlf else "\n"
+    text = sep.join(lines) + (sep if trailing_newline else "")
+    return text.encode()
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    "seed,crlf,trailing_newline",
+    [(1, False, True), (2, True, True), (3, False, False), (4, True, False)],
+)
+def test_parallel_matches_sequential(tmp_path, parallel, engine, seed, crlf, trailing_newline):
+    data = _long_lines_log(seed, 25_000, crlf, trailing_newline)
+    path = tmp_path / "a.log"
+    path.write_bytes(data)
+    kw = dict(full_below=5000, before=9, after=4, head=25, tail=40, max_line=700)
+    par, seq = _both(parallel, path, ANCHORS, **kw)
+    assert par == seq
+    plan = parallel["plans"][-2]  # the last one was made for the BytesIO: None
+    assert plan is not None and len(plan.ranges) == 4
+    assert parallel["scanned"] == [0]  # this process scanned the first range
+    assert par[1]["truncated_lines"] > 0 and par[1]["mode"] == "selected"
+    assert par[1]["total_bytes"] == len(data)
+    assert par[1]["total_lines"] == data.count(b"\n") + (not trailing_newline)
+    if engine == "hyperscan":
+        assert par[0] == reference(data, ANCHORS, **kw)
+
+
+@needs_fork
+@pytest.mark.parametrize("full_below", [0, 5000, 200_000])
+def test_parallel_hits_and_long_lines_at_range_boundaries(tmp_path, parallel, full_below):
+    """Anchor lines, long lines and streamed lines right at the start and end of
+    every range, and anchor lines just outside the windows of each other."""
+    lines = [f"step {i} loss 0.{i % 97:02d}" for i in range(60_000)]
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "b.log"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        plan = sel._plan_parallel(f, full_below)
+    assert plan is not None and len(plan.ranges) == 4
+    starts = [r[0] for r in plan.ranges[1:]]
+    offs = [0]
+    for line in lines:
+        offs.append(offs[-1] + len(line) + 1)
+    index = {o: i for i, o in enumerate(offs)}
+    buf = bytearray(data)
+
+    def put(i: int, text: bytes) -> None:  # rewrite line i in place, same length
+        a, b = offs[i], offs[i + 1] - 1
+        buf[a:b] = (text * (b - a))[:b - a] if len(text) < b - a else text[:b - a]
+
+    for s in starts:
+        i = index[s]  # first line of a range
+        put(i, b"Error at range start")
+        put(i - 1, b"CUDA error at range end")
+        put(i + 25, b"Traceback, one line too far for the window")
+    path.write_bytes(buf)
+    kw = dict(full_below=full_below, before=10, after=14, head=3, tail=3)
+    par, seq = _both(parallel, path, ANCHORS, **kw)
+    assert par == seq
+    assert par[0] == reference(bytes(buf), ANCHORS, **kw)
+    nums = {n for n, _ in par[0]}
+    for s in starts:
+        assert index[s] + 1 in nums and index[s] in nums and index[s] + 26 in nums
+
+    # a line that the sequential path streams ends each range; one that it
+    # does not stream begins the next
+    new = bytearray()
+    pos = 0
+    for s in starts:
+        new += data[pos:s - 8001] + b"\n" + b"y" * 3000 + b" Killed " + b"y" * 4991 + b"\n"
+        new += b"z" * 2040 + b" FAILED \n"
+        pos = s + 2049
+    new += data[pos:]
+    path.write_bytes(new)
+    with open(path, "rb") as f:
+        plan2 = sel._plan_parallel(f, full_below)
+    assert [r[0] for r in plan2.ranges] == [r[0] for r in plan.ranges]
+    par, seq = _both(parallel, path, ANCHORS, max_line=100, **kw)
+    assert par == seq
+    assert par[1]["truncated_lines"] >= 2 * len(starts)
+
+
+@needs_fork
+def test_parallel_reproduces_the_sequential_blocks(tmp_path, parallel, monkeypatch):
+    r"""The regex fallback searches whole blocks: r"error\s+boom" also finds
+    'error' at the end of one line with 'boom' at the start of the next, but
+    only inside one block.  The workers see the same blocks, so the same hits."""
+    monkeypatch.setattr(sel, "_hs", None)
+    rng = random.Random(3)
+    lines = []
+    for i in range(40_000):
+        r = rng.random()
+        lines.append("disk error" if r < 0.02 else "boom here" if r < 0.3 else f"step {i} ok")
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "x.log"
+    path.write_bytes(data)
+    anchors = [r"error\s+boom"]
+    kw = dict(full_below=3000, before=0, after=0, head=0, tail=0)
+    par, seq = _both(parallel, path, anchors, **kw)
+    assert par == seq
+    assert len(par[0]) > 100  # per line, nothing would match
+    assert reference(data, anchors, **kw) == []
+
+
+@needs_fork
+def test_parallel_skips_a_range_boundary_inside_a_long_line(tmp_path, parallel):
+    # Lines of 30 KB (always streamed) cover the places where ranges would begin.
+    unit = b"".join(b"step %d ok\n" % i for i in range(5000))
+    data = bytearray(unit * 12)
+    for q in (1, 2, 3):
+        mid = len(data) * q // 4
+        a = data.rfind(b"\n", 0, mid - 15_000) + 1
+        b = data.find(b"\n", mid + 15_000)
+        data[a:b] = b"w" * 10 + b" Segmentation fault " + b"w" * (b - a - 30)
+    path = tmp_path / "c.log"
+    path.write_bytes(bytes(data))
+    kw = dict(full_below=0, before=2, after=2, head=1, tail=1, max_line=64)
+    par, seq = _both(parallel, path, ANCHORS, **kw)
+    assert par == seq
+    assert parallel["plans"][0] is not None and len(parallel["plans"][0].ranges) == 4
+    assert par[1]["truncated_lines"] == 3
+
+
+@needs_fork
+def test_parallel_from_the_current_position_and_through_inputs(tmp_path, parallel):
+    from crashlens.inputs.archives import FileSource
+
+    data = make_log(11, 30_000)
+    path = tmp_path / "d.log"
+    path.write_bytes(data)
+    kw = dict(full_below=1000, before=5, after=5, head=7, tail=7)
+    with open(path, "rb") as f:
+        f.read(12_345)  # buffered further than that
+        got = list(select_lines(f, ANCHORS, **kw))
+        assert f.tell() == len(data)
+    assert parallel["sequential"] == 0
+    assert got == run(data[12_345:], ANCHORS, **kw)[0]
+    assert parallel["plans"][0] is not None and parallel["plans"][0].base == 12_345
+    # what crashlens.inputs opens for a file (InputStream(GuardedReader(file)))
+    stream = FileSource(str(path)).open()
+    st = SelectStats()
+    calls = parallel["sequential"]
+    got = list(select_lines(stream, ANCHORS, stats=st, **kw))
+    assert parallel["sequential"] == calls
+    assert stream.error is None
+    stream.close()
+    assert parallel["plans"][-1] is not None
+    assert got == run(data, ANCHORS, **kw)[0]
+    assert st.total_bytes == len(data)
+
+
+@needs_fork
+def test_non_seekable_streams_use_the_sequential_path(tmp_path, parallel, monkeypatch):
+    data = make_log(5, 30_000)
+    kw = dict(full_below=1000, before=3, after=3, head=5, tail=5)
+    exp = reference(data, ANCHORS, **kw)
+    assert run(data, ANCHORS, **kw)[0] == exp  # io.BytesIO
+    r, w = os.pipe()
+
+    def write():
+        with open(w, "wb") as out:
+            out.write(data)
+
+    t = threading.Thread(target=write)
+    t.start()
+    with open(r, "rb") as f:
+        got = list(select_lines(f, ANCHORS, **kw))
+    t.join()
+    assert got == exp
+    assert parallel["plans"] == [None, None] and parallel["scanned"] == []
+    # and one process only: sequential too
+    path = tmp_path / "e.log"
+    path.write_bytes(data)
+    monkeypatch.setenv("CRASHLENS_SELECT_PROCS", "1")
+    with open(path, "rb") as f:
+        assert list(select_lines(f, ANCHORS, **kw)) == exp
+    assert parallel["plans"][-1] is None
+
+
+@needs_fork
+def test_parallel_failures_fall_back_to_the_sequential_path(tmp_path, parallel, monkeypatch):
+    data = make_log(6, 30_000)
+    path = tmp_path / "f.log"
+    path.write_bytes(data)
+    kw = dict(full_below=1000, before=20, after=20, head=5, tail=300)
+    exp, exp_stats = run(data, ANCHORS, **kw)
+    scan = sel._scan_range
+
+    def failing_worker(*args):
+        if args[3] > 0:  # a forked worker
+            raise OSError("disk on fire")
+        return scan(*args)
+
+    monkeypatch.setattr(sel, "_scan_range", failing_worker)
+    st = SelectStats()
+    with open(path, "rb") as f:
+        assert list(select_lines(f, ANCHORS, stats=st, **kw)) == exp
+    assert st == exp_stats
+    monkeypatch.setattr(sel, "_scan_range", scan)
+
+    # a failure after some lines were yielded: the rest comes from the sequential path
+    lines = sel._FileLines.lines
+
+    def failing_lines(self, a, b, off):
+        for i, item in enumerate(lines(self, a, b, off)):
+            if item[0] > 40:
+                raise OSError("gone")
+            yield item
+
+    monkeypatch.setattr(sel._FileLines, "lines", failing_lines)
+    st = SelectStats()
+    with open(path, "rb") as f:
+        assert list(select_lines(f, ANCHORS, stats=st, **kw)) == exp
+    assert st == exp_stats
+    assert parallel["plans"][0] is None and len(parallel["plans"]) == 3 and all(parallel["plans"][1:])
+
+
+@needs_fork
+def test_parallel_early_close(tmp_path, parallel):
+    path = tmp_path / "g.log"
+    path.write_bytes(make_log(8, 30_000))
+    with open(path, "rb") as f:
+        it = select_lines(f, ANCHORS, full_below=0)
+        assert next(it)[0] == 1
+        it.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # every worker was waited for
 
 
 # --------------------------------------------------------------------------
