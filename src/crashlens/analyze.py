@@ -45,6 +45,11 @@ STRUCTURE_ANCHORS = (
 class Options:
     rules_dir: Path | None = None
     full_below: int = 8 << 20  # bytes of a text input read in full; beyond, lines around hits
+    lib_paths: tuple[Path, ...] = ()  # where to look for libraries named in the evidence
+    sysroot: Path | None = None  # re-root absolute library paths (a copy of the crashed machine's /)
+    gpu: str | None = None  # the device, when the logs do not say (sm_90, 9.0, H100…)
+    cpu_flags: frozenset[str] | None = None  # the CPU's flags, when the logs do not list them
+    max_libraries: int = 32  # libraries inspected per analysis
 
 
 @dataclass
@@ -149,7 +154,10 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, opts: Options
         elif inp.kind in ("elf", "elf-core"):
             what = "core dump" if inp.kind == "elf-core" else "ELF binary"
             out.items.append(Evidence("input", f"{inp.name}: {what}", Loc(inp.name), facts={"kind": inp.kind, **inp.facts}))
-            out.notes.append(f"{inp.name}: {what} recognised; reading its contents is not implemented yet")
+            if inp.kind == "elf-core":
+                out.notes.append(f"{inp.name}: core dump recognised; reading cores is not implemented yet")
+            elif "!" in inp.name:
+                out.notes.append(f"{inp.name}: ELF inside an archive; extract it to inspect it")
         elif inp.kind == "empty":
             out.notes.append(f"{inp.name}: empty file, skipped")
         elif inp.kind == "binary":
@@ -157,6 +165,63 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, opts: Options
         elif inp.kind == "unreadable":
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
     return out
+
+
+def cpu_flags_from_file(path: str) -> set[str] | None:
+    """CPU flags from a /proc/cpuinfo or lscpu text file (None when it lists none)."""
+    from .inputs import collect_inputs
+
+    inputs, _ = collect_inputs([path])
+    col = _Collected()
+    for inp in inputs:
+        if inp.kind == "text":
+            read_text_input(inp, [], Options(), col)
+    env, _ = parse_environment(col.lines)
+    flags = env.get("cpu_flags")
+    return set(flags) if flags else None
+
+
+def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], lines: Sequence[Evidence],
+                      env: dict, opts: Options) -> tuple[list["LibraryReport"], list[Evidence], list[str]]:
+    """Find the libraries the evidence involves, inspect them, and return library evidence."""
+    from .inputs.libraries import locate, named_libraries
+    from .inspect import inspect_file, library_evidence
+
+    given = [(i.name, None) for i in inputs if i.kind == "elf" and "!" not in i.name]
+    names = given + [(n, e) for n, e in named_libraries([*items, *lines])]
+    refs = locate(names, inputs=inputs, lib_paths=opts.lib_paths, sysroot=opts.sysroot)
+    gpu = opts.gpu
+    if gpu is None:
+        for g in env.get("gpus") or []:
+            gpu = g.get("sm") or g.get("compute_capability") or g.get("name")
+            if gpu:
+                break
+    flags = set(opts.cpu_flags) if opts.cpu_flags is not None else (set(env["cpu_flags"]) if env.get("cpu_flags") else None)
+    # the x86 census costs seconds on big libraries: only when the crash is about CPU instructions
+    want_isa = any(e.kind in ("dmesg", "outcome") and (e.facts.get("event") == "invalid-opcode" or e.facts.get("signal") == "SIGILL")
+                   for e in items)
+    reports, evidence, notes, seen = [], [], [], set()
+    missing = [r.name for r in refs if r.path is None and r.evidence is not None and "/" in r.name]
+    for ref in refs:
+        if ref.path is None:
+            continue
+        real = os.path.realpath(ref.path)
+        if real in seen:
+            continue
+        seen.add(real)
+        if len(reports) >= opts.max_libraries:
+            notes.append(f"more than {opts.max_libraries} libraries involved; the rest were not inspected")
+            break
+        r = inspect_file(ref.path, gpu=gpu, driver=env.get("driver_version"), cpu_flags=flags, isa=want_isa)
+        reports.append(r)
+        if r.facts is not None:
+            evidence.append(library_evidence(r))
+        notes += [f"{ref.path}: {e}" for e in r.errors[:3]]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        notes.append(f"libraries named in the evidence were not found on this machine ({shown}); "
+                     "pass --sysroot or --lib-path to inspect them")
+    return reports, evidence, notes
 
 
 def code_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
@@ -207,6 +272,9 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     env, env_evidence = parse_environment(col.lines)
     col.items.extend(parse_collectives(col.lines))
     ev = EvidenceSet.build(col.lines, [*col.items, *env_evidence])
+    libraries, lib_evidence, lib_notes = inspect_libraries(inputs, col.items, ev.lines, env, opts)
+    ev.items.extend(lib_evidence)
+    col.notes.extend(lib_notes)
     firings = evaluate(rules, ev)
     exceptions = [e for e in col.items if e.kind in ("exception", "stack")]
     causes, secondary, primary = rank(firings, exceptions, rules, env, col.items)
@@ -223,6 +291,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
         environment=env,
         notes=tuple([*notes, *col.notes]),
         exceptions=tuple(e for e in col.items if e.kind == "exception"),
+        libraries=tuple(libraries),
         stats={"inputs": col.stats, "rules": len(rules.rules), "rules_fired": len(firings),
                "lines": len(col.lines)},
     )

@@ -35,12 +35,21 @@ def main() -> None:
 @click.option("--top", default=3, show_default=True, help="How many causes the terminal report shows in full.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every cause with its reasoning.")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path), help="Use another rule directory.")
-def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None) -> None:
-    """Analyse logs, dmesg, environment dumps, core files, folders and archives."""
+@click.option("--lib-path", "lib_paths", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder to search for libraries named in the evidence (repeatable).")
+@click.option("--sysroot", type=click.Path(file_okay=False, path_type=Path),
+              help="A copy of the crashed machine's root: absolute library paths are looked up under it.")
+@click.option("--gpu", help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
+@click.option("--cpu-flags", help="The CPU's flags, when the logs do not list them: a cpuinfo/lscpu file or a comma list.")
+def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None,
+            lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None) -> None:
+    """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives."""
     from .analyze import Options, analyze_paths
 
     try:
-        result = analyze_paths(list(inputs), Options(rules_dir=rules_dir))
+        flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
+        result = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot,
+                                                     gpu=gpu, cpu_flags=flags))
     except CrashlensError as exc:
         _fail(exc)
         return
@@ -141,11 +150,50 @@ def eval_cmd(corpus: Path, as_json: bool, rules_dir: Path | None) -> None:
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True)
-def inspect(files: tuple[str, ...]) -> None:
-    """ELF facts, CUDA images and CPU ISA of libraries (not implemented yet)."""
-    click.echo("crashlens inspect: not implemented yet (library inspection is planned).", err=True)
-    sys.exit(EXIT_USAGE)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--gpu", help="Judge CUDA images against this device: sm_90, 9.0, or a name such as H100, 'RTX 4090'.")
+@click.option("--driver", help="NVIDIA driver version (e.g. 535.104.05) for PTX JIT checks.")
+@click.option("--cpu-flags", help="CPU flags to check the x86 ISA against: a /proc/cpuinfo or lscpu file, or a comma list.")
+@click.option("--no-isa", is_flag=True, help="Skip the x86 instruction-set census.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.inspect/1).")
+def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_flags: str | None, no_isa: bool,
+            as_json: bool) -> None:
+    """ELF facts, CUDA images (SASS/PTX per arch) and the x86 ISA of libraries and executables."""
+    from .inspect import inspect_file
+
+    flags = _cpu_flags(cpu_flags) if cpu_flags else None
+    reports = [inspect_file(f, gpu=gpu, driver=driver, cpu_flags=flags, isa=not no_isa) for f in files]
+    if as_json:
+        from .report.inspect import render_json
+
+        click.echo(render_json(reports))
+    else:
+        from rich.console import Console
+
+        from .report.inspect import render_text
+
+        render_text(reports, Console())
+    if all(r.facts is None for r in reports):
+        for r in reports:
+            click.echo(f"crashlens: error: {r.errors[0] if r.errors else r.path}", err=True)
+        sys.exit(EXIT_USAGE)
+    incompatible = any(r.verdict is not None and r.verdict.compatible is False for r in reports)
+    missing = any(r.isa_missing and r.isa_missing.get("baseline") for r in reports)
+    sys.exit(1 if incompatible or missing else EXIT_FOUND)
+
+
+def _cpu_flags(spec: str) -> set[str]:
+    """CPU flags from a cpuinfo/lscpu file, or a comma/space separated list."""
+    import os
+
+    if os.path.isfile(spec):
+        from .analyze import cpu_flags_from_file
+
+        flags = cpu_flags_from_file(spec)
+        if flags is None:
+            raise click.BadParameter(f"no CPU flags found in {spec}", param_hint="--cpu-flags")
+        return flags
+    return {f.strip().lower() for f in spec.replace(",", " ").split() if f.strip()}
 
 
 @main.command()

@@ -141,4 +141,5 @@ class Analysis:
     environment: Mapping[str, Any]
     notes: tuple[str, ...]  # what could not be read, what was skipped, what was assumed
     exceptions: tuple[Evidence, ...] = ()
+    libraries: tuple[Any, ...] = ()  # inspect.LibraryReport of every library inspected
     stats: Mapping[str, Any] = field(default_factory=dict)

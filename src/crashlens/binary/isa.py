@@ -49,7 +49,7 @@ import yaml
 
 from .. import __version__
 from ..errors import CrashlensError
-from .elf import ElfError, ElfFile
+from .elf import ElfError, ElfFile, iter_notes
 from .symbols import Function, FunctionTable, function_table, locate_function, relocation_slots, strict
 
 CENSUS_FORMAT = 1
@@ -376,27 +376,11 @@ def _check_x86_64(elf: ElfFile) -> None:
 
 def _notes(elf: ElfFile) -> list[tuple[str, int, bytes]]:
     """(owner, type, descriptor) of every note in SHT_NOTE sections (or PT_NOTE segments)."""
-    spans = [(s.offset, s.size, s.addralign if hasattr(s, "addralign") else 4) for s in elf.sections if s.type == 7]
+    spans = [(s.offset, s.size, 8 if s.name == ".note.gnu.property" and elf.bits == 64 else 4)
+             for s in elf.sections if s.type == 7 and s.size]
     if not spans:
-        spans = [(p.offset, p.filesz, p.align) for p in elf.segments if p.type == 4]
-    out = []
-    data = elf.data
-    for off, size, _ in spans:
-        end = off + size
-        if end > elf.size:
-            raise ElfError(f"{elf.path}: note at {off:#x}+{size:#x} runs past the end of the file")
-        pos = off
-        while pos + 12 <= end:
-            namesz, descsz, typ = struct.unpack_from(elf.endian + "III", data, pos)
-            name_at = pos + 12
-            desc_at = name_at + ((namesz + 3) & ~3)
-            nxt = desc_at + ((descsz + 3) & ~3)
-            if desc_at + descsz > end:
-                break
-            name = bytes(data[name_at:name_at + namesz]).rstrip(b"\0").decode("ascii", "replace")
-            out.append((name, typ, bytes(data[desc_at:desc_at + descsz])))
-            pos = nxt
-    return out
+        spans = [(p.offset, p.filesz, p.align) for p in elf.segments if p.type == 4 and p.filesz]
+    return [(n.name, n.type, n.desc) for off, size, align in spans for n in iter_notes(elf, off, size, align)]
 
 
 @strict
@@ -1228,39 +1212,50 @@ def _cpu_level(flags: set[str]) -> int:
 def missing_for_cpu(census: IsaCensus, cpu_flags: Iterable[str]) -> dict[str, Any]:
     """What the file uses that a CPU lacks, judged by its /proc/cpuinfo flags.
 
-    Returns {"cpu_level", "will_crash": [...baseline extensions missing: the code will crash at
-    load or first use...], "dispatched": [...dispatched extensions missing: fine if the dispatcher
-    checks CPUID...], "non_faulting": [...missing, but the instructions run as something else...],
-    "unknown": [...extensions Linux does not show in cpuinfo...], "ok": bool, "notes": [...]}."""
+    Returns {"cpu_level": 2, "cpu_level_name": "x86-64-v2",
+             "baseline":     {ext: "will crash at load/first use"},        # the code was built for it
+             "dispatched":   {ext: "fine if the dispatcher checks CPUID"}, # selected at run time
+             "non_faulting": {ext: why no SIGILL (TZCNT runs as BSF...)},
+             "unknown":      {ext: why the flags cannot tell},
+             "details":      {ext: {flags, instructions, functions, verdict, rule, reason,
+                                    first_address, consequence}},
+             "ok": no baseline extension is missing and ld.so would load it,
+             "notes": [...]}"""
     flags = {f.strip().lower() for f in cpu_flags if f and f.strip()}
-    out: dict[str, Any] = {"cpu_level": _cpu_level(flags), "cpu_level_name": "", "will_crash": [],
-                           "dispatched": [], "non_faulting": [], "unknown": [], "ok": True, "notes": []}
-    out["cpu_level_name"] = LEVEL_NAMES.get(out["cpu_level"], "")
+    level = _cpu_level(flags)
+    out: dict[str, Any] = {"cpu_level": level, "cpu_level_name": LEVEL_NAMES.get(level, ""), "baseline": {},
+                           "dispatched": {}, "non_faulting": {}, "unknown": {}, "details": {}, "ok": True,
+                           "notes": []}
+    t = tables()
     for name, use in census.extensions.items():
         if not use.cpuinfo:
             if use.faulting:
-                out["unknown"].append({"extension": name, "verdict": use.verdict,
-                                       "reason": "Linux does not show this feature in /proc/cpuinfo"})
+                out["unknown"][name] = "Linux does not show this feature in /proc/cpuinfo"
             continue
         if set(use.cpuinfo) & flags:
             continue
-        row = {"extension": name, "flags": list(use.cpuinfo), "instructions": use.instructions,
-               "functions": use.function_count, "verdict": use.verdict, "reason": use.reason,
-               "first_address": hex(use.first_addresses[0]) if use.first_addresses else None}
         if not use.faulting:
-            row["consequence"] = "no SIGILL: these instructions run as something else on this CPU"
-            out["non_faulting"].append(row)
+            why = sorted({t.non_faulting_why[c] for c in t.non_faulting_why
+                          if name in {t.exts[e].name for e in t.code_exts[c]}})
+            consequence = "no SIGILL: " + ("; ".join(why) or "these instructions do not fault")
+            out["non_faulting"][name] = consequence
         elif use.verdict == "baseline":
-            row["consequence"] = "will crash at load/first use"
-            out["will_crash"].append(row)
+            consequence = "will crash at load/first use"
+            out["baseline"][name] = consequence
         else:
-            row["consequence"] = "fine if the dispatcher checks CPUID"
-            out["dispatched"].append(row)
-    out["ok"] = not out["will_crash"]
-    if census.gnu_property.get("needed_level", 0) > out["cpu_level"]:
+            consequence = "fine if the dispatcher checks CPUID"
+            out["dispatched"][name] = consequence
+        out["details"][name] = {
+            "flags": list(use.cpuinfo), "instructions": use.instructions, "faulting": use.faulting,
+            "functions": use.function_count, "verdict": use.verdict, "rule": use.rule, "reason": use.reason,
+            "first_address": hex(use.first_addresses[0]) if use.first_addresses else None,
+            "consequence": consequence}
+    out["ok"] = not out["baseline"]
+    needed = census.gnu_property.get("needed_level", 0)
+    if needed > level:
         out["ok"] = False
         out["notes"].append(f"ld.so refuses to load it: \"CPU ISA level is lower than required\" "
-                            f"(needs {LEVEL_NAMES[census.gnu_property['needed_level']]})")
+                            f"(needs {LEVEL_NAMES[needed]}, the CPU is {LEVEL_NAMES.get(level, level)})")
     if any(n.startswith("AMX") for n in census.extensions) and "amx_tile" in flags:
         out["notes"].append("AMX also needs per-process permission (arch_prctl ARCH_REQ_XCOMP_PERM, "
                             "XFEATURE_XTILEDATA); without it AMX instructions raise SIGILL")

@@ -145,7 +145,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             title=best.firing.rule.title,
             confidence=round(max(0.01, min(score, 0.99)), 2),
             explanation=_explain(best.firing, group, environment, exceptions),
-            remedies=_remedies(best.firing),
+            remedies=_remedies(best.firing, _values(best.firing, group, environment)),
             references=best.firing.rule.references,
             evidence=tuple(evidence),
             reasoning=tuple(reasoning),
@@ -235,10 +235,7 @@ def innermost_user_frame(exc: Evidence | None) -> Frame | None:
 
 
 def _explain(f: Firing, group: Sequence[_Scored], env: Mapping[str, Any], exceptions: Sequence[Evidence]) -> str:
-    values = dict(_flat_env(env))
-    for s in group[::-1]:
-        values.update(s.firing.captures)
-    values.update(f.captures)
+    values = _values(f, group, env)
     text = _fill(f.rule.explain, values)
     if f.rule.async_cuda:
         exc = None
@@ -257,11 +254,19 @@ def _explain(f: Firing, group: Sequence[_Scored], env: Mapping[str, Any], except
     return " ".join(text.split())
 
 
-def _remedies(f: Firing) -> tuple[str, ...]:
-    out = list(f.rule.remedies)
+def _remedies(f: Firing, values: Mapping[str, str]) -> tuple[str, ...]:
+    out = [_fill(r, values) for r in f.rule.remedies]
     if f.rule.async_cuda:
         out += [r for r in _notes()["async_cuda"]["remedies"] if r not in out]
-    return tuple(out)
+    return tuple(r for r in out if r)
+
+
+def _values(f: Firing, group: Sequence["_Scored"], env: Mapping[str, Any]) -> dict[str, str]:
+    values = dict(_flat_env(env))
+    for s in group[::-1]:
+        values.update(s.firing.captures)
+    values.update(f.captures)
+    return values
 
 
 def _secondary_errors(causes, exceptions: Sequence[Evidence]) -> list[SecondaryError]:

@@ -49,6 +49,21 @@ def cause_json(c: Cause) -> dict[str, Any]:
     }
 
 
+def _library(r: Any) -> dict[str, Any]:
+    from ..inspect import library_facts
+
+    f = library_facts(r)
+    return {"path": r.path, "build_id": f.get("build_id"), "soname": f.get("soname"),
+            "cuda": {"sass": (f.get("sass") or "").split(), "ptx": (f.get("ptx") or "").split(),
+                     "compatible": f.get("cuda_compatible"), "reason": f.get("cuda_reason"),
+                     "device": f.get("device")} if "sass" in f or "cuda_compatible" in f else None,
+            "isa": {"level": f.get("isa_level"), "baseline": (f.get("isa_baseline") or "").split(),
+                    "dispatched": (f.get("isa_dispatched") or "").split(),
+                    "missing_baseline": (f.get("isa_missing_baseline") or "").split() if "cpu_ok" in f else None}
+            if "isa_level" in f else None,
+            "errors": list(r.errors)}
+
+
 def crash_from_outcomes(a: Analysis) -> dict[str, Any] | None:
     """What the log says about how the process ended, until a core says more."""
     for c in a.causes:
@@ -72,7 +87,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "code_path": [frame_json(f) for f in a.code_path],
         "crash": crash_from_outcomes(a),
         "backtrace": [],
-        "libraries": [],
+        "libraries": [_library(r) for r in a.libraries],
         "environment": dict(a.environment),
         "exceptions": [{"source": e.loc.source, "line": e.loc.line, "end_line": e.loc.end_line or None,
                         "type": e.facts.get("type"), "message": e.facts.get("message"),
