@@ -64,6 +64,11 @@ int add(int a, int b) { return a + b; }
 double half(double x) { return x / 2; }
 void copy(float *a, const float *b, int n) { for (int i = 0; i < n; i++) a[i] = b[i]; }
 """),
+    # TZCNT/LZCNT: BMI1/LZCNT instructions that run as BSF/BSR on older CPUs instead of faulting
+    "bitcount": ("-O2 -mbmi -mlzcnt", r"""
+int ctz(unsigned x) { return __builtin_ctz(x); }
+int clz(unsigned long x) { return __builtin_clzl(x); }
+"""),
     # GCC function multiversioning: scale.avx512f, scale.avx2, scale.default and an ifunc
     "fmv": ("-O3", r"""
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -231,7 +236,19 @@ def test_amx_tile(libs):
     miss = isa.missing_for_cpu(c, {"avx2", "avx512f", "amx_tile"})
     assert any("arch_prctl" in n for n in miss["notes"])
     miss = isa.missing_for_cpu(c, {"avx2"})
-    assert {r["extension"] for r in miss["will_crash"] + miss["dispatched"]} == {"AMX-TILE"}
+    assert set(miss["baseline"]) | set(miss["dispatched"]) == {"AMX-TILE"}
+
+
+def test_non_faulting_instructions(libs):
+    c = census(libs["bitcount"])
+    assert c.extensions["BMI1"].instructions >= 1 and c.extensions["BMI1"].faulting == 0
+    assert c.extensions["LZCNT"].instructions >= 1 and c.extensions["LZCNT"].faulting == 0
+    assert c.level == 1  # nothing here can raise SIGILL
+    miss = isa.missing_for_cpu(c, V2)
+    assert miss["ok"] and {"BMI1", "LZCNT"} <= set(miss["non_faulting"])
+    assert "BSF" in miss["non_faulting"]["BMI1"] and "BSR" in miss["non_faulting"]["LZCNT"]
+    d = isa.decode_at(libs["bitcount"], c.extensions["LZCNT"].first_addresses[0])
+    assert d.mnemonic == "lzcnt" and not d.faults and "BSR" in d.why_not
 
 
 def test_target_clones_are_dispatched(libs):
@@ -377,18 +394,17 @@ V4 = V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 def test_missing_for_cpu(libs):
     c = census(libs["avx2"])
     miss = isa.missing_for_cpu(c, V2)
-    assert miss["cpu_level"] == 2 and not miss["ok"]
-    crash = {r["extension"]: r for r in miss["will_crash"]}
-    assert {"AVX", "AVX2", "FMA"} <= set(crash)
-    assert crash["AVX2"]["consequence"] == "will crash at load/first use"
+    assert miss["cpu_level"] == 2 and miss["cpu_level_name"] == "x86-64-v2" and not miss["ok"]
+    assert {"AVX", "AVX2", "FMA"} <= set(miss["baseline"])
+    assert miss["baseline"]["AVX2"] == "will crash at load/first use"
+    assert miss["details"]["AVX2"]["verdict"] == "baseline" and miss["details"]["AVX2"]["first_address"]
     assert isa.missing_for_cpu(c, V3)["ok"]
 
     f = census(libs["fmv"])
     miss = isa.missing_for_cpu(f, V2)
-    assert miss["ok"] and not miss["will_crash"]
-    disp = {r["extension"]: r for r in miss["dispatched"]}
-    assert {"AVX", "AVX512F"} <= set(disp)
-    assert disp["AVX512F"]["consequence"] == "fine if the dispatcher checks CPUID"
+    assert miss["ok"] and not miss["baseline"]
+    assert {"AVX", "AVX512F"} <= set(miss["dispatched"])
+    assert miss["dispatched"]["AVX512F"] == "fine if the dispatcher checks CPUID"
     assert isa.missing_for_cpu(f, set())["cpu_level"] == 1
     assert isa.missing_for_cpu(f, V4)["cpu_level"] == 4
 

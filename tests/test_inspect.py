@@ -1,0 +1,75 @@
+"""crashlens inspect and library evidence in analyze, on real CUDA binaries built with nvcc
+(committed under fixtures/binaries with how they were built)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema  # noqa: F401 - the JSON shape is checked by hand below
+
+from crashlens.analyze import Options, analyze_paths
+from crashlens.inspect import inspect_file, library_facts
+
+from .conftest import ROOT
+from .test_cli import crashlens
+
+BIN = ROOT / "fixtures" / "binaries"
+
+
+def test_inspect_reports_cuda_images_and_compatibility():
+    r = inspect_file(BIN / "libaxpy_sm80.so", gpu="H100", isa=False)
+    f = library_facts(r)
+    assert f["sass"] == "sm_80" and f["ptx"] == "compute_80"
+    # sm_80 SASS cannot run on sm_90; compute_80 PTX can be JIT-compiled if the driver is new enough
+    assert r.verdict is not None and r.verdict.compatible is None and r.verdict.jit
+    r = inspect_file(BIN / "libaxpy_sm80.so", gpu="H100", driver="580.65.06", isa=False)
+    assert r.verdict is not None and r.verdict.compatible is True
+    r = inspect_file(BIN / "axpy_sm90a.o", gpu="sm_100", isa=False)
+    assert r.verdict is not None and r.verdict.compatible is False
+    assert "sm_90a" in r.verdict.reason
+
+
+def test_inspect_cli_json(tmp_path: Path):
+    r = crashlens("inspect", "--json", "--no-isa", "--gpu", "sm_86", str(BIN / "dlink_app"), str(BIN / "libaxpy_sm80.so"))
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "crashlens.inspect/1"
+    app, lib = doc["files"]
+    assert {(i["kind"], i["section"]) for i in app["cuda"]["images"]} >= {("sass", ".nv_fatbin"), ("ptx", "__nv_relfatbin")}
+    assert lib["elf"]["soname"] is None or lib["elf"]["soname"].startswith("libaxpy")
+    assert lib["cuda"]["compatible"] is True  # sm_80 SASS runs on sm_86 (same major, higher minor)
+    assert app["cuda"]["device"] == "sm_86"
+
+
+def test_inspect_bad_file_is_a_clear_error(tmp_path: Path):
+    bad = tmp_path / "libbroken.so"
+    bad.write_bytes(b"\x7fELF" + b"\x02\x01\x01" + b"\x00" * 9 + b"garbage")
+    r = crashlens("inspect", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "crashlens: error:" in r.stderr
+
+
+def test_analyze_names_the_library_without_gpu_code(tmp_path: Path):
+    log = tmp_path / "run.log"
+    log.write_text(
+        "device 0: NVIDIA H100 80GB HBM3, compute capability 9.0\n"
+        "CUDA error at main.cu:40 code=209(cudaErrorNoKernelImageForDevice) \"cudaGetLastError()\": "
+        "no kernel image is available for execution on the device\n")
+    a = analyze_paths([log, BIN / "axpy_sm90a.o"], Options(gpu="sm_100"))
+    top = a.causes[0]
+    assert top.category == "cuda-arch-unsupported"
+    assert "axpy_sm90a.o" in top.explanation and "sm_90a" in top.explanation
+    assert any(e.kind == "library" for e in top.evidence)
+    assert any("axpy_sm90a.o" in r for r in top.remedies)
+
+
+def test_library_found_by_lib_path(tmp_path: Path):
+    log = tmp_path / "run.log"
+    log.write_text(
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+        "frame #3: axpy_launch + 0x21 (0x7f0 in /opt/app/lib/libaxpy_sm80.so)\n")
+    a = analyze_paths([log], Options(gpu="sm_75", lib_paths=(BIN,)))
+    assert [r.path for r in a.libraries] == [str(BIN / "libaxpy_sm80.so")]
+    assert a.libraries[0].verdict is not None and a.libraries[0].verdict.compatible is False
+    a = analyze_paths([log], Options(gpu="sm_75"))
+    assert not a.libraries and any("not found" in n for n in a.notes)
