@@ -37,12 +37,12 @@ import struct
 import time
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import iced_x86
 import yaml
@@ -228,14 +228,13 @@ def extensions() -> tuple[Extension, ...]:
 
 # -- results ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class FunctionUse:
+class FunctionUse(NamedTuple):
     """One function (or unnamed piece of code) using an extension."""
     start: int
     end: int
     name: str | None
     count: int                 # instructions of the extension in this function
-    hint: str | None = None    # ISA hint in its name or source file ("avx2", "AVX512")
+    hint: str | None = None    # ISA hint in its name or source file ("avx2", "file X.cpp.AVX512.cpp")
 
     @property
     def label(self) -> str:
@@ -272,8 +271,8 @@ class IsaCensus:
     extensions: dict[str, ExtensionUse]
     level: int                     # x86-64 level implied by every faulting extension used anywhere
     baseline_level: int            # ... by the baseline extensions only
-    baseline: tuple[str, ...]
-    dispatched: tuple[str, ...]
+    baseline: tuple[str, ...]      # extensions the code was built for (those that can fault)
+    dispatched: tuple[str, ...]    # extensions confined to run-time-selected code (idem)
     undecodable: int               # bytes iced could not decode (data in .text, or garbage)
     undecodable_addresses: tuple[int, ...]
     gnu_property: dict[str, Any]
@@ -432,8 +431,22 @@ def _exec_sections(elf: ElfFile) -> list:
 _WORK: dict[str, Any] = {}
 
 
-def _scan(pieces: list[tuple[int, int, int, int]]) -> dict[str, Any]:
-    """Decode pieces (start, end, function index, file offset); aggregate what matters."""
+def _pieces(ft: FunctionTable, lo: int, hi: int, delta: int) -> list[tuple[int, int, int, int]]:
+    """(start, end, function index or -1, file offset) covering [lo, hi): the functions and the
+    gaps between them; a gap of alignment padding is decoded with the function before it."""
+    pieces: list[tuple[int, int, int, int]] = []
+    for a, b, k in ft.partition(lo, hi):
+        if k < 0 and b - a <= SMALL_GAP and pieces and pieces[-1][1] == a and pieces[-1][2] >= 0:
+            pa, _pb, pk, poff = pieces[-1]
+            pieces[-1] = (pa, b, pk, poff)
+        else:
+            pieces.append((a, b, k, a + delta))
+    return pieces
+
+
+def _scan(chunk: tuple[int, int, int]) -> dict[str, Any]:
+    """Decode one chunk (start, end, file offset - address); aggregate what matters."""
+    pieces = _pieces(_WORK["ft"], *chunk)
     t = tables()
     data = _WORK["data"]
     code_exts = t.code_exts
@@ -443,6 +456,9 @@ def _scan(pieces: list[tuple[int, int, int, int]]) -> dict[str, Any]:
     Decoder = iced_x86.Decoder
     get_code = attrgetter("code")
     ft = _WORK.get("ft")
+    faulting = t.faulting
+    cpuid_codes = t.cpuid_codes
+    cpuid_ext = t.CPUID
     hits: list[tuple] = []
     totals: Counter = Counter()
     totals_fn: Counter = Counter()
@@ -462,7 +478,23 @@ def _scan(pieces: list[tuple[int, int, int, int]]) -> dict[str, Any]:
                 totals_fn[c] += 1
         if cs.isdisjoint(hit_codes):
             continue
-        cnt = {c: n for c, n in Counter(codes).items() if c in hit_codes}
+        per: dict[int, list[int]] = {}  # extension -> [instructions, faulting]
+        guard = False
+        for c, n in Counter(codes).items():
+            es = code_exts[c]
+            if not es or c not in hit_codes:
+                continue
+            if c in cpuid_codes:
+                guard = True
+            f = n if faulting[c] else 0
+            for e in es:
+                slot = per.get(e)
+                if slot is None:
+                    per[e] = [n, f]
+                else:
+                    slot[0] += n
+                    slot[1] += f
+        per.pop(cpuid_ext, None)
         name = hint = None
         if fidx >= 0 and ft is not None:  # names and hints here: in parallel, not in the parent
             name = ft.name(fidx)
@@ -471,17 +503,18 @@ def _scan(pieces: list[tuple[int, int, int, int]]) -> dict[str, Any]:
                 src = ft.file(fidx)
                 fh = t.hint(src)
                 hint = (fh[0], f"file {src}") if fh else None
-        hits.append((lo, hi, fidx, cnt, name, hint))
+        hits.append((lo, hi, fidx, per, guard, name, hint))
     return {"hits": hits, "totals": dict(totals), "totals_fn": dict(totals_fn),
             "instructions": ninstr, "functions": nfunc, "simd": nsimd}
 
 
-def _scan_chunk(i: int) -> dict[str, Any]:
-    return _scan(_WORK["chunks"][i])
+def _scan_chunk(i: int) -> tuple[int, dict[str, Any]]:
+    return i, _scan(_WORK["chunks"][i])
 
 
-def _run(data: Any, ft: FunctionTable, chunks: list[list[tuple[int, int, int, int]]],
-         jobs: int) -> list[dict[str, Any]]:
+def _run(data: Any, ft: FunctionTable, chunks: list[tuple[int, int, int]],
+         jobs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(chunk index, result) as chunks finish: forked workers when jobs > 1, else in order here."""
     _WORK.update(data=data, ft=ft, chunks=chunks)
     try:
         if jobs > 1 and len(chunks) > 1 and hasattr(os, "fork"):
@@ -489,11 +522,15 @@ def _run(data: Any, ft: FunctionTable, chunks: list[list[tuple[int, int, int, in
             tables()  # build before forking, once
             ctx = multiprocessing.get_context("fork")
             try:
-                with ctx.Pool(jobs) as pool:
-                    return list(pool.imap_unordered(_scan_chunk, range(len(chunks))))
+                pool = ctx.Pool(jobs)
             except (OSError, ImportError):
-                pass  # no fork here (sandbox, limits): do it in this process
-        return [_scan(c) for c in chunks]
+                pool = None  # no fork here (sandbox, limits): do it in this process
+            if pool is not None:
+                with pool:
+                    yield from pool.imap_unordered(_scan_chunk, range(len(chunks)))
+                return
+        for i in range(len(chunks)):
+            yield _scan_chunk(i)
     finally:
         _WORK.clear()
 
@@ -549,82 +586,75 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
     mark = time.perf_counter()
     ft = function_table(elf)
     notes.extend(ft.notes)
-    pieces: list[tuple[int, int, int, int]] = []
-    text_bytes = 0
-    for sec in _exec_sections(elf):
+    # chunks: address ranges of about equal size, cut at function starts (an instruction
+    # boundary); the workers split them into functions and gaps themselves
+    secs = _exec_sections(elf)
+    for sec in secs:
         elf.section_data(sec)  # bounds: raises ElfError for a section past the end of the file
-        delta = sec.offset - sec.addr
-        text_bytes += sec.size
-        for lo, hi, k in ft.partition(sec.addr, sec.addr + sec.size):
-            if k < 0 and hi - lo <= SMALL_GAP and pieces and pieces[-1][1] == lo and pieces[-1][2] >= 0:
-                plo, _phi, pk, poff = pieces[-1]  # alignment padding: decode with the function before
-                pieces[-1] = (plo, hi, pk, poff)
-                continue
-            pieces.append((lo, hi, k, lo + delta))
-    if not pieces:
+    text_bytes = sum(sec.size for sec in secs)
+    if not secs:
         notes.append("no executable sections")
     jobs = max(1, min(jobs, 64))
     target = max(1 << 20, text_bytes // (jobs * 16) + 1) if jobs > 1 else max(1, text_bytes)
-    chunks: list[list[tuple[int, int, int, int]]] = []
-    cur: list[tuple[int, int, int, int]] = []
-    size = 0
-    for p in pieces:
-        cur.append(p)
-        size += p[1] - p[0]
-        if size >= target:
-            chunks.append(cur)
-            cur, size = [], 0
-    if cur:
-        chunks.append(cur)
+    chunks: list[tuple[int, int, int]] = []  # (start, end, file offset - address)
+    for sec in secs:
+        lo, end = sec.addr, sec.addr + sec.size
+        while lo < end:
+            cut = min(lo + target, end)
+            if cut < end:
+                k = bisect_right(ft.starts, cut) - 1
+                if k >= 0 and ft.starts[k] > lo:
+                    cut = ft.starts[k]
+                else:  # no function starts in (lo, cut]: go on to the next one that does
+                    j = bisect_right(ft.starts, lo)
+                    cut = ft.starts[j] if j < len(ft.starts) and ft.starts[j] < end else end
+            chunks.append((lo, cut, sec.offset - sec.addr))
+            lo = cut
     if text_bytes < (4 << 20):
         jobs = 1
     now = time.perf_counter()
     timings["functions"], mark = now - mark, now
     cpu0 = _child_cpu()
-    results = _run(elf.data, ft, chunks, jobs)
+    # merge as the chunks come in (the parent is idle otherwise); chunks cover increasing
+    # addresses, so their hits are put back in chunk order at the end
+    ninstr = nfunc = nsimd = 0
+    totals: Counter = Counter()
+    totals_fn: Counter = Counter()
+    by_chunk: dict[int, list] = {}
+    cpuid_funcs: set[int] = set()
+    ctx = _Context(elf, ft, t, cpuid_funcs)
+    names, hints = ctx._names, ctx._hints
+    for i, r in _run(elf.data, ft, chunks, jobs):
+        ninstr += r["instructions"]
+        nfunc += r["functions"]
+        nsimd += r["simd"]
+        totals.update(r["totals"])
+        totals_fn.update(r["totals_fn"])
+        by_chunk[i] = r["hits"]
+        for lo, _hi, fidx, _per, guard, name, hint in r["hits"]:
+            if fidx >= 0:
+                names[fidx] = name
+                hints[fidx] = hint
+            if guard:
+                cpuid_funcs.add(fidx if fidx >= 0 else -lo - 1)
     now = time.perf_counter()
     timings["sweep"], mark = now - mark, now
     if jobs > 1:
         timings["sweep_worker_cpu"] = _child_cpu() - cpu0
 
-    # merge
-    ninstr = sum(r["instructions"] for r in results)
-    nfunc = sum(r["functions"] for r in results)
-    nsimd = sum(r["simd"] for r in results)
-    hits = [h for r in results for h in r["hits"]]
-    hits.sort(key=lambda h: h[0])
-    totals: Counter = Counter()
-    totals_fn: Counter = Counter()
-    for r in results:
-        totals.update(r["totals"])
-        totals_fn.update(r["totals_fn"])
-
     per_ext: dict[int, list] = {}  # ext -> [instructions, faulting, [(lo, hi, fidx, n)]]
-    cpuid_funcs: set[int] = set()
     undecodable = 0
-    ctx = _Context(elf, ft, t, cpuid_funcs)
-    for lo, hi, fidx, cnt, name, hint in hits:  # in address order
-        if fidx >= 0:
-            ctx._names[fidx] = name
-            ctx._hints[fidx] = hint
-        local: Counter = Counter()
-        local_fault: Counter = Counter()
-        for c, n in cnt.items():
-            if c in t.cpuid_codes:
-                cpuid_funcs.add(fidx if fidx >= 0 else -lo - 1)
-            for e in t.code_exts[c]:
-                local[e] += n
-                if t.faulting[c]:
-                    local_fault[e] += n
-        for e, n in local.items():
-            if e == t.INVALID:
-                undecodable += n
-            if e == t.CPUID:
-                continue
-            slot = per_ext.setdefault(e, [0, 0, []])
-            slot[0] += n
-            slot[1] += local_fault[e]
-            slot[2].append((lo, hi, fidx, n))
+    for i in sorted(by_chunk):
+        for lo, hi, fidx, per, _guard, _name, _hint in by_chunk[i]:
+            for e, (n, nf) in per.items():
+                slot = per_ext.get(e)
+                if slot is None:
+                    slot = per_ext[e] = [0, 0, []]
+                slot[0] += n
+                slot[1] += nf
+                slot[2].append((lo, hi, fidx, n))
+    if t.INVALID in per_ext:
+        undecodable = per_ext[t.INVALID][0]
     for c, n in totals.items():
         for e in t.code_exts[c]:
             slot = per_ext.setdefault(e, [0, 0, []])
@@ -652,8 +682,9 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
     order = sorted(uses, key=lambda e: (t.exts[e].level or 9, t.exts[e].rank, t.exts[e].name))
     extensions = {t.exts[e].name: uses[e] for e in order}
     level = max([u.level or 1 for u in extensions.values() if u.faulting] + [1])
-    base = tuple(n for n, u in extensions.items() if u.verdict == "baseline")
-    disp = tuple(n for n, u in extensions.items() if u.verdict == "dispatched")
+    # the lists hold what can raise SIGILL: ENDBR64 everywhere, or only TZCNT/LZCNT, never can
+    base = tuple(n for n, u in extensions.items() if u.verdict == "baseline" and u.faulting)
+    disp = tuple(n for n, u in extensions.items() if u.verdict == "dispatched" and u.faulting)
     base_level = max([u.level or 1 for u in extensions.values() if u.verdict == "baseline" and u.faulting] + [1])
     return IsaCensus(elf.path, bid, text_bytes, ninstr, nfunc, nsimd, extensions, level, base_level, base, disp,
                      undecodable, undecodable_at, prop, ft.sources,
@@ -712,6 +743,7 @@ class _Context:
         self._feature: tuple[list[tuple[int, int]], dict[int, str]] | None = None
         self._plt_slots: dict[int, int | None] = {}
         self._resolver_refs: dict[int, set[int]] | None = None
+        self._sides: dict[int, list] = {}
         self.notes: list[str] = []
 
     def name(self, fidx: int) -> str | None:
@@ -740,6 +772,16 @@ class _Context:
         xbsr_gnxn_row_mv_def_ker between mkl_sparse_*_avx512 functions."""
         if fidx < 0:
             return None
+        sides = self._sides.get(fidx)
+        if sides is None:
+            sides = self._sides[fidx] = self._hinted_sides(fidx)
+        good = [(d, h, k) for d, h, k in sides if h[0] >= rank]
+        if len(good) == 2 or any(d == 1 for d, _h, _k in good):
+            d, h, k = min(good)
+            return f"near {self.name(k) or hex(self.ft.starts[k])} ({h[1]})"
+        return None
+
+    def _hinted_sides(self, fidx: int) -> list:
         sides = []
         for step in (-1, 1):
             k = fidx
@@ -751,11 +793,7 @@ class _Context:
                 if h is not None:
                     sides.append((d, h, k))
                     break
-        good = [(d, h, k) for d, h, k in sides if h[0] >= rank]
-        if len(good) == 2 or any(d == 1 for d, _h, _k in good):
-            d, h, k = min(good)
-            return f"near {self.name(k) or hex(self.ft.starts[k])} ({h[1]})"
-        return None
+        return sides
 
     def hint_text(self, fidx: int) -> str | None:
         h = self.hint(fidx)
@@ -1053,10 +1091,12 @@ def _cache_put(key: str, census: IsaCensus) -> None:
     if not key:
         return
     try:
-        head = asdict(census)
-        exts = head.pop("extensions")
-        head["order"] = list(exts)
-        rows = [(key, "", json.dumps(head))] + [(key, name, json.dumps(e)) for name, e in exts.items()]
+        head = {f.name: getattr(census, f.name) for f in fields(census) if f.name != "extensions"}
+        head["order"] = list(census.extensions)
+        rows = [(key, "", json.dumps(head))]
+        for name, e in census.extensions.items():
+            row = {f.name: getattr(e, f.name) for f in fields(e)}  # FunctionUse rows: JSON arrays
+            rows.append((key, name, json.dumps(row)))
         con = _connect()
         try:
             with con:
@@ -1073,7 +1113,7 @@ def _from_cache(d: dict[str, Any], path: str, seconds: float) -> IsaCensus:
     for e in d["extensions"]:
         e["cpuinfo"] = tuple(e["cpuinfo"])
         e["first_addresses"] = tuple(e["first_addresses"])
-        e["functions"] = tuple(FunctionUse(**f) for f in e["functions"])
+        e["functions"] = tuple(map(FunctionUse._make, e["functions"]))
         exts[e["name"]] = ExtensionUse(**e)
     keep = {k: v for k, v in d.items() if k not in ("extensions", "order")}
     for k in ("baseline", "dispatched", "undecodable_addresses", "function_sources", "notes"):
