@@ -69,6 +69,14 @@ void copy(float *a, const float *b, int n) { for (int i = 0; i < n; i++) a[i] = 
 int ctz(unsigned x) { return __builtin_ctz(x); }
 int clz(unsigned long x) { return __builtin_clzl(x); }
 """),
+    # a static helper without an ISA name between two AVX2 kernels (kept in source order)
+    "neighbours": ("-O3 -fno-toplevel-reorder -fno-inline", r"""
+__attribute__((target("avx2"))) void kernel_avx2_add(int *a, const int *b, int n) { for (int i = 0; i < n; i++) a[i] += b[i]; }
+__attribute__((target("avx2"))) void helper(int *a, int n) { for (int i = 0; i < n; i++) a[i] *= 3; }
+__attribute__((target("avx2"))) void kernel_avx2_mul(int *a, const int *b, int n) { for (int i = 0; i < n; i++) a[i] *= b[i]; }
+float plain_sum(const float *a, int n) { float s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
+double plain_max(const double *a, int n) { double m = 0; for (int i = 0; i < n; i++) m = a[i] > m ? a[i] : m; return m; }
+"""),
     # GCC function multiversioning: scale.avx512f, scale.avx2, scale.default and an ifunc
     "fmv": ("-O3", r"""
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -269,6 +277,45 @@ def test_manual_cpu_check_is_dispatched(libs):
     assert use.verdict == "dispatched" and use.rule == "guarded", use.reason
     assert "run" in use.reason
     assert c.baseline_level == 1 and c.level == 3
+
+
+def test_neighbours_lend_their_hint(libs):
+    c = census(libs["neighbours"])
+    use = c.extensions["AVX2"]
+    assert {f.name for f in use.functions} == {"kernel_avx2_add", "helper", "kernel_avx2_mul"}
+    assert use.verdict == "dispatched" and use.rule == "hinted", use.reason
+    assert "1 more sit among such functions" in use.reason
+
+
+@pytest.mark.parametrize("name, rank", [
+    ("_ZN2at6native6AVX51212_GLOBAL__N_1", 46), ("mkl_blas_avx2_sgemm", 30), ("scale.avx2.0", 30),
+    ("foo.arch_x86_64_v3.1", 30), ("scale.default.2", None), ("Sleef_sind4_u10avx2", 30),
+    ("xnn_f32_gemm_minmax_ukernel_4x8__avx512skx", 46), ("memcpy", None), ("UnaryOpsKernel.cpp.AVX2.cpp", 30),
+    ("mkl_sparse_d_csr_mv_mc3_", 24), ("__strlen_evex", 46), ("kernel_sse41", 24), ("kernel_ssse3", 21),
+    ("mkl_vml_kernel_dSin_Z0HAynn", 46), ("mkl_vml_kernel_dSin_L9LAynn", 30), ("mkl_vml_kernel_dSin_E2HAynn", None),
+    ("l9_ippsZero_8u", 30), ("sprintf", None), ("x_spr_y", 46), ("amx_gemm", 51), ("avx_vnni_dot", 36),
+])
+def test_name_hints(name, rank):
+    h = isa.tables().hint(name)
+    assert (h[0] if h else None) == rank
+
+
+LIBTORCH = Path("/tmp/crashlens-materials/lib/libtorch_cpu.so")
+
+
+@pytest.mark.skipif(not LIBTORCH.is_file(), reason=f"{LIBTORCH} is absent (see shared/materials.md)")
+@pytest.mark.timeout(600)
+def test_libtorch_kernels_are_dispatched():
+    """torch 2.13.0+cpu: AVX2/AVX-512/AMX kernels behind DispatchStub and MKL's CPU dispatch."""
+    c = census(LIBTORCH)
+    assert c.level == 4 and c.baseline_level == 1 and c.baseline == ()
+    for ext in ("AVX", "AVX2", "FMA", "AVX512F", "AVX512BW", "AMX-TILE"):
+        assert c.extensions[ext].verdict == "dispatched", (ext, c.extensions[ext].reason)
+    assert c.extensions["AVX512F"].instructions > 1_000_000
+    miss = isa.missing_for_cpu(c, V3)
+    assert miss["ok"] and "AVX512F" in miss["dispatched"]
+    f = isa.function_census(LIBTORCH, c.extensions["AVX512F"].first_addresses[0])
+    assert f.extensions.get("AVX512F", 0) >= 1 and f.name
 
 
 def test_gnu_property_needed_level_wins(libs, tmp_path):

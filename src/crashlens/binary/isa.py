@@ -523,8 +523,8 @@ def _run(data: Any, ft: FunctionTable, chunks: list[tuple[int, int, int]],
             ctx = multiprocessing.get_context("fork")
             try:
                 pool = ctx.Pool(jobs)
-            except (OSError, ImportError):
-                pool = None  # no fork here (sandbox, limits): do it in this process
+            except (OSError, ImportError, AssertionError, ValueError):
+                pool = None  # no fork here (sandbox, limits, a daemon process): do it here
             if pool is not None:
                 with pool:
                     yield from pool.imap_unordered(_scan_chunk, range(len(chunks)))
@@ -909,27 +909,46 @@ def _verdicts(ctx: _Context, per_ext: dict[int, list], totals_fn: Counter, nfunc
               prop: dict[str, Any]) -> dict[int, tuple[str, str, str]]:
     """Baseline or dispatched, per extension: (verdict, rule, reason).
 
-    Rules, first match wins (each writes the reason shown to the user):
-      needed    .note.gnu.property says ld.so needs x86-64-vN >= the extension's level:
-                the file does not even load without it -> baseline.
-      marker    an extension counted in totals only (ENDBR64 everywhere) -> baseline, harmless.
-      hinted    every function using it carries an ISA hint of at least its rank in its name or
-                source file (at::native::AVX2::, *_avx512_*, foo.avx2.0, x.cpp.AVX512.cpp), or
-                sits between such functions (see _Context.neighbour_hint) -> dispatched: such
-                kernels are selected at run time.
-      guarded   the unhinted functions using it (at most 256) are reached only from functions
-                that check CPU features (execute CPUID/XGETBV, read __cpu_model/cpuinfo_isa/
-                ..., or are ifunc resolvers) or from other functions using it -> dispatched.
-                Callers are every ifunc resolver, and the functions within 64 KiB (dispatchers
-                sit in the same translation unit as their kernels).
+    "Baseline" means the code was compiled for the extension: it can run anywhere in the
+    library, so a CPU without it crashes at load or first use. "Dispatched" means it sits in
+    code chosen at run time after a CPU check. Rules, first match wins; each writes the reason
+    shown to the user:
+
+      needed    .note.gnu.property says ld.so needs x86-64-vN >= the extension's level: the
+                file does not even load without it -> baseline. (Loader-enforced: certain.)
+      marker    an extension counted in totals only (ENDBR64 in every function) -> baseline,
+                and harmless: it never faults.
+      hinted    every function using it carries an ISA hint of at least the extension's rank in
+                its name or STT_FILE source file (at::native::AVX2::, *_avx512_*, foo.avx2.0,
+                x.cpp.AVX512.cpp, MKL's *_Z0HAynn), or sits between such functions (see
+                _Context.neighbour_hint) -> dispatched. Nobody names a kernel "_avx2" unless
+                a faster or safer one exists for other CPUs; the runtime picks among them.
+      guarded   the unhinted functions using it (at most 256) are referenced (called, jumped to,
+                or address-taken) only by functions that check CPU features (execute CPUID or
+                XGETBV, read __cpu_model, cpuinfo_isa, _rtld_global_ro... directly, through the
+                GOT or a PLT stub, or are ifunc resolvers), by functions that use the extension
+                themselves or are hinted for it, or by wrappers that are themselves reached only
+                so (two levels) -> dispatched. References are looked for in every ifunc resolver
+                and in the functions within 64 KiB (a dispatcher sits in the same translation
+                unit as its kernels). A function with no reference at all (exported, or only
+                reached through a pointer table) does not count as guarded.
       share     unhinted functions using it make up >= 25% of the functions that use any SIMD
-                register (vector extensions) or >= 5% of all functions (scalar ones): code
-                compiled for it throughout (an -mavx build VEX-encodes every SSE operation) ->
-                baseline.
-      level     another extension of the same or a higher x86-64 level is baseline (the compiler
-                flag that allowed it allowed this one too) -> baseline.
-      confined  otherwise: confined to a few functions, no guard seen -> dispatched (the weakest
-                verdict; the reason says how many functions and that no guard was found).
+                register (vector extensions) or >= 5% of all functions (scalar ones) -> baseline.
+                A compiler allowed to use an extension uses it throughout: -mavx VEX-encodes
+                every SSE operation of every function; kernels selected at run time are a few
+                files among hundreds.
+      level     another extension of the same or a higher x86-64 level is baseline -> baseline:
+                the -march that allowed one allowed the other (and a CPU without it would lack
+                the other one too). Only for extensions that belong to a level.
+      confined  otherwise: a few unhinted functions, no guard seen -> dispatched, the weakest
+                verdict; the reason says how many functions and that no guard was found.
+
+    The order puts the certain rule first, then the ones that identify dispatch positively
+    (names, CPU checks), before the statistical one; "confined" is what remains. Misjudged
+    cases are possible both ways: a library built with only -mpopcnt (a few POPCNT in unhinted
+    functions, no guard) is called dispatched; a kernel file compiled for AVX2 and called
+    through function pointers without ISA names, in a small library where it is a quarter of
+    the SIMD functions, is called baseline. The reason string always says which rule decided.
     """
     t = ctx.t
     out: dict[int, tuple[str, str, str]] = {}

@@ -9,7 +9,8 @@ and for symbolising backtraces later:
   asked for, since the string table of a big C++ library is tens of megabytes of mangled names.
 * `FunctionTable`: sorted, non-overlapping function ranges. The sources, best first:
   1. `STT_FUNC`/`STT_GNU_IFUNC` symbols of `.symtab` (all functions, local ones included),
-     or of `.dynsym` when the file is stripped;
+     or of `.dynsym` when the file is stripped; untyped (`STT_NOTYPE`) symbols in executable
+     sections, the labels of hand-written assembly, fill the gaps between functions;
   2. the FDEs of `.eh_frame` (every function the compiler emitted unwind data for), used to fill
      what the symbols leave out (by default only when `.symtab` is absent);
   Aliases (several names, one address) keep one name: global before weak before local, then
@@ -33,10 +34,10 @@ from __future__ import annotations
 import struct
 import sys
 from bisect import bisect_right
-from itertools import compress
-from operator import neg
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
+from operator import neg
 from typing import Iterator
 
 from .elf import ElfError, ElfFile, Section
