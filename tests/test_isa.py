@@ -318,6 +318,78 @@ def test_libtorch_kernels_are_dispatched():
     assert f.extensions.get("AVX512F", 0) >= 1 and f.name
 
 
+PLAIN_TU = r"""
+#include <smmintrin.h>
+FN void NAME(floor)(float *a, int n) { for (int i = 0; i + 4 <= n; i += 4) _mm_storeu_ps(a + i, _mm_floor_ps(_mm_loadu_ps(a + i))); }
+FN float NAME(sum)(const float *a, int n) { float s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
+FN double NAME(dsum)(const double *a, int n) { double s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
+FN void NAME(scale)(float *a, float k, int n) { for (int i = 0; i < n; i++) a[i] *= k; }
+FN void NAME(dscale)(double *a, double k, int n) { for (int i = 0; i < n; i++) a[i] *= k; }
+"""
+KERNEL_TU = r"""
+FN void NAME(kernel)(int *a, const int *b, int n) { for (int i = 0; i < n; i++) a[i] += b[i] * 3; }
+void (*const NAME(entry))(int *, const int *, int) = NAME(kernel);
+"""
+
+
+def test_spread_over_plain_source_files(tmp_path):
+    """numpy-style build: every ordinary source compiled with -msse4.1 (a v2 baseline), one
+    kernel source compiled twice (generic and -mavx2), reached through exported pointers.
+    The AVX2 kernel is a static function of kern.c, which .symtab lists twice: no plain file."""
+    objs = []
+    for i in range(4):
+        # static: local symbols follow their STT_FILE entry in .symtab (`used` keeps them)
+        (tmp_path / f"plain{i}.c").write_text(
+            f"#define FN __attribute__((used)) static\n#define NAME(x) p{i}_##x\n" + PLAIN_TU)
+        objs.append(f"plain{i}.o")
+        r = _gcc(["-O2", "-msse4.1", "-fPIC", "-c", f"plain{i}.c", "-o", objs[-1]], tmp_path)
+        assert r.returncode == 0, r.stderr
+    (tmp_path / "kern.c").write_text("#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n"
+                                     "#define FN __attribute__((used)) static\n"
+                                     "#define NAME(x) CAT(x, SUFFIX)\n" + KERNEL_TU)
+    for suffix, flags in (("_x", ["-msse2"]), ("_y", ["-mavx2"])):
+        objs.append(f"kern{suffix}.o")
+        r = _gcc(["-O3", *flags, f"-DSUFFIX={suffix}", "-fPIC", "-c", "kern.c", "-o", objs[-1]], tmp_path)
+        assert r.returncode == 0, r.stderr
+    lib = tmp_path / "libspread.so"
+    r = _gcc(["-shared", "-o", str(lib), *objs], tmp_path)
+    assert r.returncode == 0, r.stderr
+    c = census(lib)
+    sse41 = c.extensions["SSE4.1"]
+    assert {f.name for f in sse41.functions} == {f"p{i}_floor" for i in range(4)}
+    assert sse41.verdict == "baseline" and sse41.rule == "spread", sse41.reason
+    avx2 = c.extensions["AVX2"]
+    assert [f.name for f in avx2.functions] == ["kernel_y"]
+    assert avx2.verdict == "dispatched", avx2.reason
+    assert c.baseline_level == 2 and c.level == 3
+
+
+def _numpy_core() -> Path | None:
+    import importlib.util
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0])
+    found = sorted((root / "_core").glob("_multiarray_umath*.so"))
+    version = (root / "version.py").read_text() if (root / "version.py").is_file() else ""
+    m = re.search(r'^version = "(\d+)\.(\d+)', version, re.M)
+    if not found or not m or (int(m.group(1)), int(m.group(2))) < (2, 4):
+        return None
+    return found[0]
+
+
+@pytest.mark.skipif(_numpy_core() is None, reason="needs numpy >= 2.4 installed (x86-64-v2 baseline)")
+def test_numpy_baseline_is_v2():
+    """NumPy >= 2.4 is built with an X86_V2 baseline, AVX2/AVX-512 dispatched (FACTS.md 7)."""
+    c = census(_numpy_core())
+    assert c.baseline_level == 2, c.baseline
+    assert {"SSE3", "SSSE3", "SSE4.1", "SSE4.2", "POPCNT"} <= set(c.baseline)
+    for ext in ("AVX", "AVX2", "AVX512F"):
+        assert c.extensions[ext].verdict == "dispatched", c.extensions[ext].reason
+    miss = isa.missing_for_cpu(c, {"pni", "ssse3"})  # a CPU without SSE4 (Core 2 Merom)
+    assert not miss["ok"] and {"SSE4.1", "SSE4.2", "POPCNT"} <= set(miss["baseline"])
+
+
 def test_gnu_property_needed_level_wins(libs, tmp_path):
     lib = tmp_path / "libneeded.so"
     (tmp_path / "s.c").write_text(SOURCES["sse41"][1])

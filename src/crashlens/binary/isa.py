@@ -60,6 +60,8 @@ LEVEL_NAMES = {1: "x86-64", 2: "x86-64-v2", 3: "x86-64-v3", 4: "x86-64-v4"}
 # Heuristic thresholds (see _verdicts).
 SHARE_VECTOR = 0.25     # of the functions that use any SIMD register
 SHARE_SCALAR = 0.05     # of all functions
+SPREAD_UNITS = 0.05     # of the plain translation units (STT_FILE) that use SIMD / have code
+SPREAD_MIN_UNITS = 3
 NEIGHBOUR_REACH = 16
 SMALL_GAP = 64          # a gap this small after a function is alignment padding: decoded with it
 GUARD_MAX_FUNCTIONS = 256
@@ -460,6 +462,9 @@ def _scan(chunk: tuple[int, int, int]) -> dict[str, Any]:
     cpuid_codes = t.cpuid_codes
     cpuid_ext = t.CPUID
     hits: list[tuple] = []
+    has_units = ft is not None and ft.symtab is not None
+    simd_units: set[int] = set()
+    code_units: set[int] = set()
     totals: Counter = Counter()
     totals_fn: Counter = Counter()
     ninstr = nfunc = nsimd = 0
@@ -468,10 +473,16 @@ def _scan(chunk: tuple[int, int, int]) -> dict[str, Any]:
         codes = list(map(get_code, Decoder(64, buf, ip=lo)))
         ninstr += len(codes)
         cs = set(codes)
+        unit = -1
         if fidx >= 0 and codes:
             nfunc += 1
+            unit = ft.unit(fidx) if has_units else -1
+            if unit >= 0:
+                code_units.add(unit)
             if not cs.isdisjoint(simd_codes):
                 nsimd += 1
+                if unit >= 0:
+                    simd_units.add(unit)
         for c in totals_codes:
             if c in cs:
                 totals[c] += codes.count(c)
@@ -503,8 +514,8 @@ def _scan(chunk: tuple[int, int, int]) -> dict[str, Any]:
                 src = ft.file(fidx)
                 fh = t.hint(src)
                 hint = (fh[0], f"file {src}") if fh else None
-        hits.append((lo, hi, fidx, per, guard, name, hint))
-    return {"hits": hits, "totals": dict(totals), "totals_fn": dict(totals_fn),
+        hits.append((lo, hi, fidx, per, guard, name, hint, unit))
+    return {"hits": hits, "simd_units": simd_units, "code_units": code_units, "totals": dict(totals), "totals_fn": dict(totals_fn),
             "instructions": ninstr, "functions": nfunc, "simd": nsimd}
 
 
@@ -624,6 +635,9 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
     cpuid_funcs: set[int] = set()
     ctx = _Context(elf, ft, t, cpuid_funcs)
     names, hints = ctx._names, ctx._hints
+    units: dict[int, int] = {}
+    simd_units: set[int] = set()
+    code_units: set[int] = set()
     for i, r in _run(elf.data, ft, chunks, jobs):
         ninstr += r["instructions"]
         nfunc += r["functions"]
@@ -631,10 +645,13 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
         totals.update(r["totals"])
         totals_fn.update(r["totals_fn"])
         by_chunk[i] = r["hits"]
-        for lo, _hi, fidx, _per, guard, name, hint in r["hits"]:
+        simd_units |= r["simd_units"]
+        code_units |= r["code_units"]
+        for lo, _hi, fidx, _per, guard, name, hint, unit in r["hits"]:
             if fidx >= 0:
                 names[fidx] = name
                 hints[fidx] = hint
+                units[fidx] = unit
             if guard:
                 cpuid_funcs.add(fidx if fidx >= 0 else -lo - 1)
     now = time.perf_counter()
@@ -645,7 +662,7 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
     per_ext: dict[int, list] = {}  # ext -> [instructions, faulting, [(lo, hi, fidx, n)]]
     undecodable = 0
     for i in sorted(by_chunk):
-        for lo, hi, fidx, per, _guard, _name, _hint in by_chunk[i]:
+        for lo, hi, fidx, per, _guard, _name, _hint, _unit in by_chunk[i]:
             for e, (n, nf) in per.items():
                 slot = per_ext.get(e)
                 if slot is None:
@@ -667,6 +684,8 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
     prop = gnu_property(elf)
     now = time.perf_counter()
     timings["merge"], mark = now - mark, now
+    ctx.units = units
+    ctx.unit_population = (_plain_units(ft, t, simd_units), _plain_units(ft, t, code_units))
     verdicts = _verdicts(ctx, per_ext, totals_fn, nfunc, nsimd, prop)
     now = time.perf_counter()
     timings["verdicts"], mark = now - mark, now
@@ -690,6 +709,21 @@ def _census(elf: ElfFile, bid: str | None, jobs: int, first_n: int, t0: float) -
                      undecodable, undecodable_at, prop, ft.sources,
                      time.perf_counter() - t0, jobs, False, tuple(notes + ctx.notes),
                      {**timings, "results": time.perf_counter() - mark})
+
+
+def _plain_units(ft: FunctionTable, t: _Tables, units: set[int]) -> set[int]:
+    """The translation units (STT_FILE entries) that were compiled once and carry no ISA hint
+    in their name: ordinary code, as opposed to a source compiled per ISA target."""
+    if ft.symtab is None or not units:
+        return set()
+    counts = ft.symtab.file_counts
+    out = set()
+    for u in units:
+        name = ft.symtab.name(u)
+        # an empty name is ld's catch-all for hidden globals turned local: not one source file
+        if name and counts.get(name, 0) == 1 and t.hint(name) is None:
+            out.add(u)
+    return out
 
 
 def _first_addresses(elf: ElfFile, t: _Tables, per_ext: dict[int, list], first_n: int) -> dict[int, list[int]]:
@@ -744,6 +778,8 @@ class _Context:
         self._plt_slots: dict[int, int | None] = {}
         self._resolver_refs: dict[int, set[int]] | None = None
         self._sides: dict[int, list] = {}
+        self.units: dict[int, int] = {}                      # function -> translation unit
+        self.unit_population: tuple[set[int], set[int]] = (set(), set())  # plain units: SIMD, any
         self.notes: list[str] = []
 
     def name(self, fidx: int) -> str | None:
@@ -932,12 +968,24 @@ def _verdicts(ctx: _Context, per_ext: dict[int, list], totals_fn: Counter, nfunc
                 and in the functions within 64 KiB (a dispatcher sits in the same translation
                 unit as its kernels). A function with no reference at all (exported, or only
                 reached through a pointer table) does not count as guarded.
-      share     unhinted functions using it make up >= 25% of the functions that use any SIMD
+      share     (vector and scalar extensions only: system ones such as XGETBV, RDTSCP or
+                XSAVEC are written on purpose, in CPU checks and context switches, and no -m flag
+                spreads them) unhinted functions using it make up >= 25% of the functions that use any SIMD
                 register (vector extensions) or >= 5% of all functions (scalar ones) -> baseline.
                 A compiler allowed to use an extension uses it throughout: -mavx VEX-encodes
                 every SSE operation of every function; kernels selected at run time are a few
                 files among hundreds.
-      level     another extension of the same or a higher x86-64 level is baseline -> baseline:
+      spread    (needs .symtab with STT_FILE entries) unhinted functions using it come from at
+                least 3 and >= 5% of the "plain" translation units that use SIMD registers (any
+                code, for scalar extensions): source files compiled once whose names carry no
+                ISA hint -> baseline. Kernels selected at run time come from sources compiled
+                once per target (numpy's *.dispatch.c, MKL: the same file name several times in
+                .symtab) or named for their ISA; a compiler flag for the whole build shows up in
+                ordinary files. This catches what the function share misses: SSE4.1 is used
+                opportunistically (pmulld, ptest, roundsd), in 19% of numpy 2.4's SIMD functions
+                only, but in 28 of its plain source files, against 0 or 1 for its AVX kernels.
+      level     another extension of the same or a higher x86-64 level is baseline by the rules
+                needed, share or spread (not itself by level, and not a system one) -> baseline:
                 the -march that allowed one allowed the other (and a CPU without it would lack
                 the other one too). Only for extensions that belong to a level.
       confined  otherwise: a few unhinted functions, no guard seen -> dispatched, the weakest
@@ -988,14 +1036,28 @@ def _verdicts(ctx: _Context, per_ext: dict[int, list], totals_fn: Counter, nfunc
         pop = nsimd if ext.kind == "vector" else nfunc
         frac = len(unhinted) / pop if pop else 1.0
         share_of[e] = (len(unhinted), pop, frac)
+        if ext.kind == "system":
+            continue  # XGETBV, RDTSCP, XSAVEC...: written on purpose, never spread by a -m flag
         limit = SHARE_VECTOR if ext.kind == "vector" else SHARE_SCALAR
         if frac >= limit:
             what = "functions that use SIMD registers" if ext.kind == "vector" else "functions"
             out[e] = ("baseline", "share",
                       f"used in {len(unhinted)} of {pop} {what} ({frac:.0%}) without any ISA hint: "
                       f"compiled for it throughout")
-    # level propagation, then the rest
-    base_levels = [t.exts[e].level for e, v in out.items() if v[0] == "baseline" and t.exts[e].level]
+            continue
+        plain = ctx.unit_population[0 if ext.kind == "vector" else 1]
+        used_in = {ctx.units.get(f[2], -1) for f in unhinted} & plain
+        if plain and len(used_in) >= SPREAD_MIN_UNITS and len(used_in) / len(plain) >= SPREAD_UNITS:
+            what = "that use SIMD registers" if ext.kind == "vector" else "with code"
+            sample = ", ".join(sorted(ctx.ft.symtab.name(u) for u in used_in)[:3])
+            out[e] = ("baseline", "spread",
+                      f"used in {len(used_in)} of the {len(plain)} source files {what} that were compiled "
+                      f"once and carry no ISA name ({len(used_in) / len(plain):.0%}; {sample}...): "
+                      f"ordinary code, compiled for it")
+    # level propagation (from what the compiler emits on its own), then the rest
+    base_levels = [t.exts[e].level for e, v in out.items()
+                   if v[0] == "baseline" and t.exts[e].level and v[1] in ("needed", "share", "spread")
+                   and t.exts[e].kind != "system"]
     top = max(base_levels, default=0)
     for e in per_ext:
         if e in out:

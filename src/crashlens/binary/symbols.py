@@ -227,6 +227,24 @@ class SymbolSection:
             return None
         return self.name(idx[k]) or None
 
+    def file_index(self, i: int) -> int:
+        """Index of the STT_FILE entry a local symbol follows (its translation unit), or -1."""
+        if i >= self.first_global:
+            return -1
+        idx = self._files
+        k = bisect_right(idx, i) - 1
+        return idx[k] if k >= 0 else -1
+
+    @cached_property
+    def file_counts(self) -> dict[str, int]:
+        """How many STT_FILE entries carry each name: a source file compiled several times
+        (once per ISA target, as numpy's *.dispatch.c or MKL's kernels) appears several times."""
+        out: dict[str, int] = {}
+        for i in self._files:
+            n = self.name(i)
+            out[n] = out.get(n, 0) + 1
+        return out
+
     def symbol(self, i: int) -> Symbol:
         _n, info, _o, shndx, value, size = self.entry(i)
         return Symbol(self.name(i), value, size, info & 0xF, info >> 4, shndx, self.table, i, self.file_of(i))
@@ -547,11 +565,15 @@ class FunctionTable:
         ends: list[int] = []
         refs: list[int] = []   # symbol index, or -1 for an FDE
         est: list[bool] = []
+        add_s, add_e, add_r, add_x = starts.append, ends.append, refs.append, est.append
         all_starts = [c[0] for c in cands]
+        n = len(all_starts)
         cur_end = -1
         last_start = None
         sec_lo = sec_hi = 0
-        for k, (v, neg, _rank, i) in enumerate(cands):
+        k = -1
+        for v, neg_size, _rank, i in cands:
+            k += 1
             if v == last_start or v < cur_end:
                 continue  # an alias (the preferred name came first), or a label inside a function
             if not sec_lo <= v < sec_hi:
@@ -559,17 +581,18 @@ class FunctionTable:
                 if sec is None:
                     continue
                 sec_lo, sec_hi = sec.addr, sec.addr + sec.size
-            if neg:
-                e = min(v - neg, sec_hi)
-                x = False
+            if neg_size:
+                e = v - neg_size
+                if e > sec_hi:
+                    e = sec_hi
+                add_x(False)
             else:  # size 0: up to the next function symbol
                 j = bisect_right(all_starts, v, k)
-                e = min(all_starts[j], sec_hi) if j < len(all_starts) else sec_hi
-                x = True
-            starts.append(v)
-            ends.append(e)
-            refs.append(i)
-            est.append(x)
+                e = all_starts[j] if j < n and all_starts[j] < sec_hi else sec_hi
+                add_x(True)
+            add_s(v)
+            add_e(e)
+            add_r(i)
             cur_end = e
             last_start = v
         if fdes:
@@ -641,6 +664,12 @@ class FunctionTable:
         r = self._refs[i]
         tab = self.symtab or self.dynsym
         return tab.file_of(r) if r >= 0 and tab is not None else None
+
+    def unit(self, i: int) -> int:
+        """The translation unit of function i: the index of its STT_FILE entry in .symtab, or -1
+        (global symbols, .dynsym or FDE sources carry no file)."""
+        r = self._refs[i]
+        return self.symtab.file_index(r) if r >= 0 and self.symtab is not None else -1
 
     def index_at(self, address: int) -> int | None:
         k = bisect_right(self.starts, address) - 1
