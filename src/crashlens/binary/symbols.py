@@ -219,21 +219,19 @@ class SymbolSection:
 
     def file_of(self, i: int) -> str | None:
         """The source file of a local symbol: the STT_FILE entry that precedes it (gABI)."""
-        if i >= self.first_global:
-            return None
-        idx = self._files
-        k = bisect_right(idx, i) - 1
-        if k < 0:
-            return None
-        return self.name(idx[k]) or None
+        k = self.file_index(i)
+        return (self.name(k) or None) if k >= 0 else None
 
     def file_index(self, i: int) -> int:
         """Index of the STT_FILE entry a local symbol follows (its translation unit), or -1."""
-        if i >= self.first_global:
+        if not 0 <= i < self.first_global:
             return -1
-        idx = self._files
-        k = bisect_right(idx, i) - 1
-        return idx[k] if k >= 0 else -1
+        if "_files" in self.__dict__:
+            idx = self._files
+            k = bisect_right(idx, i) - 1
+            return idx[k] if k >= 0 else -1
+        # one lookup: the nearest st_info of exactly (STB_LOCAL << 4) | STT_FILE before i
+        return self.info.rfind(bytes((STT_FILE,)), 0, i + 1)
 
     @cached_property
     def file_counts(self) -> dict[str, int]:
