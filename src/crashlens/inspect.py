@@ -89,15 +89,14 @@ def library_facts(r: LibraryReport) -> dict[str, Any]:
         f["cuda_reason"] = r.verdict.reason
         f["device"] = r.verdict.device or r.gpu
     if r.isa is not None:
-        f["isa_level"] = getattr(r.isa, "level", None)
-        f["isa_baseline"] = " ".join(getattr(r.isa, "baseline", ()) or ())
-        f["isa_dispatched"] = " ".join(getattr(r.isa, "dispatched", ()) or ())
-    if r.isa_missing:
-        base = r.isa_missing.get("baseline") or []
-        disp = r.isa_missing.get("dispatched") or []
-        f["isa_missing_baseline"] = " ".join(base)
-        f["isa_missing_dispatched"] = " ".join(disp)
-        f["cpu_ok"] = not base
+        f["isa_level"] = r.isa.level_name
+        f["isa_baseline_level"] = r.isa.baseline_level_name
+        f["isa_baseline"] = " ".join(r.isa.baseline)
+        f["isa_dispatched"] = " ".join(r.isa.dispatched)
+    if r.isa_missing is not None:
+        f["isa_missing_baseline"] = " ".join(sorted(r.isa_missing.get("baseline") or {}))
+        f["isa_missing_dispatched"] = " ".join(sorted(r.isa_missing.get("dispatched") or {}))
+        f["cpu_ok"] = bool(r.isa_missing.get("ok", not r.isa_missing.get("baseline")))
     return f
 
 

@@ -21,7 +21,7 @@ def _image(i: Any) -> dict[str, Any]:
 def _isa(census: Any, missing: dict[str, Any] | None) -> dict[str, Any] | None:
     if census is None:
         return None
-    d = census.to_dict() if hasattr(census, "to_dict") else {}
+    d = census.to_json()
     if missing is not None:
         d["missing_for_cpu"] = missing
     return d

@@ -57,7 +57,8 @@ def _library(r: Any) -> dict[str, Any]:
             "cuda": {"sass": (f.get("sass") or "").split(), "ptx": (f.get("ptx") or "").split(),
                      "compatible": f.get("cuda_compatible"), "reason": f.get("cuda_reason"),
                      "device": f.get("device")} if "sass" in f or "cuda_compatible" in f else None,
-            "isa": {"level": f.get("isa_level"), "baseline": (f.get("isa_baseline") or "").split(),
+            "isa": {"level": f.get("isa_level"), "baseline_level": f.get("isa_baseline_level"),
+                    "baseline": (f.get("isa_baseline") or "").split(),
                     "dispatched": (f.get("isa_dispatched") or "").split(),
                     "missing_baseline": (f.get("isa_missing_baseline") or "").split() if "cpu_ok" in f else None}
             if "isa_level" in f else None,
