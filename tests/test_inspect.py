@@ -73,3 +73,42 @@ def test_library_found_by_lib_path(tmp_path: Path):
     assert a.libraries[0].verdict is not None and a.libraries[0].verdict.compatible is False
     a = analyze_paths([log], Options(gpu="sm_75"))
     assert not a.libraries and any("not found" in n for n in a.notes)
+
+
+def test_sigill_names_the_library_whose_baseline_the_cpu_lacks(tmp_path: Path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the AVX2 library")
+    src = tmp_path / "k.c"
+    src.write_text(
+        "#include <immintrin.h>\n#include <stddef.h>\n"
+        "void saxpy(float *y, const float *x, float a, size_t n) {\n"
+        "  __m256 va = _mm256_set1_ps(a);\n"
+        "  for (size_t i = 0; i + 8 <= n; i += 8)\n"
+        "    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));\n"
+        "}\n"
+        "void scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }\n")
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    subprocess.run(["gcc", "-O2", "-mavx2", "-mfma", "-shared", "-fPIC", str(src), "-o", str(libdir / "libkern.so")],
+                   check=True)
+    (tmp_path / "run.log").write_text("$ python infer.py\nIllegal instruction (core dumped)\n")
+    (tmp_path / "dmesg.txt").write_text(
+        "[ 812.44] traps: python[4242] trap invalid opcode ip:7f3a1c2051a4 sp:7ffd8e1c2b10 error:0 "
+        "in libkern.so[7f3a1c205000+2000]\n")
+    (tmp_path / "cpuinfo.txt").write_text(
+        "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) CPU E5-2680 0 @ 2.70GHz\n"
+        "flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 "
+        "ss ht syscall nx pdpe1gb rdtscp lm constant_tsc pni pclmulqdq ssse3 cx16 sse4_1 sse4_2 x2apic popcnt aes "
+        "xsave avx hypervisor lahf_lm\n")
+    a = analyze_paths([tmp_path / "run.log", tmp_path / "dmesg.txt", tmp_path / "cpuinfo.txt"],
+                      Options(lib_paths=(libdir,)))
+    top = a.causes[0]
+    assert top.category == "cpu-isa-unsupported"
+    assert "AVX2" in top.explanation and "FMA" in top.explanation
+    lib = [e for e in top.evidence if e.kind == "library"]
+    assert lib and lib[0].facts["library"] == "libkern.so" and lib[0].facts["cpu_ok"] is False
