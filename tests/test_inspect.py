@@ -112,3 +112,14 @@ def test_sigill_names_the_library_whose_baseline_the_cpu_lacks(tmp_path: Path):
     assert "AVX2" in top.explanation and "FMA" in top.explanation
     lib = [e for e in top.evidence if e.kind == "library"]
     assert lib and lib[0].facts["library"] == "libkern.so" and lib[0].facts["cpu_ok"] is False
+
+
+def test_inspect_image_header_decompresses_one_image():
+    r = crashlens("inspect", "--image", "0", str(BIN / "libaxpy_sm80.so"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["compression"] == "zstd" and doc["cubin"]["sm"] == 80
+    r = crashlens("inspect", "--image", "2", str(BIN / "libaxpy_sm80.so"))
+    assert json.loads(r.stdout)["ptx"]["version"] == "9.0"
+    r = crashlens("inspect", "--image", "99", str(BIN / "libaxpy_sm80.so"))
+    assert r.returncode == 2 and "no CUDA image 99" in r.stderr

@@ -156,10 +156,25 @@ def eval_cmd(corpus: Path, as_json: bool, rules_dir: Path | None) -> None:
 @click.option("--cpu-flags", help="CPU flags to check the x86 ISA against: a /proc/cpuinfo or lscpu file, or a comma list.")
 @click.option("--no-isa", is_flag=True, help="Skip the x86 instruction-set census.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.inspect/1).")
+@click.option("--image", "image_index", type=int, help="Decompress CUDA image N (0-based, in listing order) of the "
+              "first file and print its cubin ELF header or PTX header.")
 def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_flags: str | None, no_isa: bool,
-            as_json: bool) -> None:
+            as_json: bool, image_index: int | None) -> None:
     """ELF facts, CUDA images (SASS/PTX per arch) and the x86 ISA of libraries and executables."""
     from .inspect import inspect_file
+
+    if image_index is not None:
+        from .inspect import image_header
+
+        try:
+            header = image_header(files[0], image_index)
+        except CrashlensError as exc:
+            _fail(exc)
+            return
+        import json
+
+        click.echo(json.dumps(header, indent=2, default=str))
+        return
 
     flags = _cpu_flags(cpu_flags) if cpu_flags else None
     reports = [inspect_file(f, gpu=gpu, driver=driver, cpu_flags=flags, isa=not no_isa) for f in files]

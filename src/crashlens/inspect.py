@@ -112,3 +112,25 @@ def library_evidence(r: LibraryReport) -> Evidence:
     if f.get("isa_missing_baseline"):
         bits.append(f"this CPU lacks {f['isa_missing_baseline']}")
     return Evidence("library", "; ".join(bits), Loc(r.path), facts=f)
+
+
+def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
+    """Decompress one CUDA image and decode its header: the cubin's ELF header (EM_CUDA,
+    e_flags) or the PTX module's .version/.target."""
+    from dataclasses import asdict
+
+    from .binary.fatbin import FatbinError, cubin_header, decompress_image, ptx_header
+
+    with ElfFile(path) as elf:
+        images = read_cuda_images(elf).images
+        if not 0 <= index < len(images):
+            raise FatbinError(f"{path}: no CUDA image {index} (it has {len(images)})")
+        image = images[index]
+        data = decompress_image(elf, image)
+    out: dict[str, Any] = {"path": os.fspath(path), "image": index, "kind": image.kind, "arch": image.arch,
+                           "compression": image.compression, "bytes": len(data)}
+    if image.kind == "sass":
+        out["cubin"] = asdict(cubin_header(data))
+    elif image.kind == "ptx":
+        out["ptx"] = asdict(ptx_header(data))
+    return out
