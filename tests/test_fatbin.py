@@ -57,7 +57,18 @@ def _cuobjdump() -> str | None:
     env = os.environ.get("CRASHLENS_CUOBJDUMP")
     if env and os.access(env, os.X_OK):
         return env
-    return shutil.which("cuobjdump")
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    # the test extras install NVIDIA's cuobjdump wheel: site-packages/nvidia/cu*/bin/cuobjdump
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for cand in sorted(Path(root).glob("cu*/bin/cuobjdump")):
+            if os.access(cand, os.X_OK):
+                return str(cand)
+    return None
 
 
 NVCC = _nvcc()
