@@ -68,9 +68,22 @@ def _read(path: Path) -> tuple[dict[str, Any], list[Any]]:
     return meta, dbs
 
 
+KEEP_PER_KIND = 8  # databases kept per kind; the least recently written go first
+
+
+def _prune(directory: Path, kind: str) -> None:
+    files = sorted(directory.glob(f"{kind}-*.hsdb"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[KEEP_PER_KIND:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
+
+
 def _write(path: Path, meta: dict[str, Any], dbs: list[Any]) -> None:
     assert _hs is not None
     path.parent.mkdir(parents=True, exist_ok=True)
+    _prune(path.parent, path.name.split("-", 1)[0])
     modes = [db.mode if db is not None else 0 for db in dbs]
     head = json.dumps({**meta, "_modes": modes}).encode()
     parts = [struct.pack("<I", len(head)), head]

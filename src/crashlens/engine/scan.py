@@ -78,14 +78,19 @@ class LineScanner:
         return hits
 
 
-def _flags(p: re.Pattern[str]) -> int:
-    assert _hs is not None
-    f = _hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY
-    if p.flags & re.IGNORECASE:
-        f |= _hs.HS_FLAG_CASELESS
-    if not p.pattern.isascii():
-        f |= _hs.HS_FLAG_UTF8
-    return f
+# Expressions are the `regex` patterns rewritten by text.select.translate into byte patterns
+# that match at least every line the original matches (case folding, Unicode classes and
+# look-arounds widened); hyperscan then prefilters, and the exact pattern confirms.
+_FLAGS = 0 if _hs is None else (_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY)
+
+
+def _expression(p: re.Pattern[str]) -> bytes | None:
+    from ..text.select import translate
+
+    try:
+        return translate(p.pattern).encode("ascii")
+    except Exception:  # noqa: BLE001 - untranslatable: the pattern is searched with regex instead
+        return None
 
 
 def _cached_compile(patterns: Sequence[re.Pattern[str]]):
@@ -101,33 +106,27 @@ def _cached_compile(patterns: Sequence[re.Pattern[str]]):
 
 
 def _compile(patterns: Sequence[re.Pattern[str]]):
-    """All patterns in one database; only if that fails, find the ones hyperscan refuses."""
+    """One database of every translatable pattern; the others (and any hyperscan refuses) are
+    returned as `bad`, to be searched with regex."""
     assert _hs is not None
-    ids = list(range(len(patterns)))
-    try:
+    exprs = {i: _expression(p) for i, p in enumerate(patterns)}
+    good = [i for i, e in exprs.items() if e is not None]
+    bad = [i for i, e in exprs.items() if e is None]
+
+    def build(ids: list[int]):
         db = _hs.Database()
-        db.compile(expressions=[p.pattern.encode() for p in patterns], ids=ids, elements=len(ids),
-                   flags=[_flags(p) for p in patterns])
-        return db, []
-    except Exception:
+        db.compile(expressions=[exprs[i] for i in ids], ids=ids, elements=len(ids), flags=[_FLAGS] * len(ids))
+        return db
+
+    try:
+        return (build(good) if good else None), bad
+    except Exception:  # noqa: BLE001 - find the ones hyperscan refuses
         pass
-    return _compile_each(patterns)
-
-
-def _compile_each(patterns: Sequence[re.Pattern[str]]):
-    assert _hs is not None
-    good: list[int] = []
-    bad: list[int] = []
-    for i, p in enumerate(patterns):
+    ok = []
+    for i in good:
         try:
-            _hs.Database().compile(expressions=[p.pattern.encode()], ids=[0], elements=1, flags=[_flags(p)])
-            good.append(i)
-        except Exception:
+            build([i])
+            ok.append(i)
+        except Exception:  # noqa: BLE001
             bad.append(i)
-    if not good:
-        return None, bad
-    db = _hs.Database()
-    # ids are the original pattern indices
-    db.compile(expressions=[patterns[i].pattern.encode() for i in good], ids=good, elements=len(good),
-               flags=[_flags(patterns[i]) for i in good])
-    return db, bad
+    return (build(ok) if ok else None), sorted(bad)

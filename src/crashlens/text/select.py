@@ -771,6 +771,9 @@ def _check_anchors(anchors) -> tuple[str, ...]:
     return out
 
 
+DISK_CACHE_FROM = 32  # anchor sets this large (a rule base) keep their database on disk
+
+
 class _Matcher:
     def __init__(self, anchors: Sequence[str], use_hyperscan: bool | None = None,
                  checked: bool = False):
@@ -785,7 +788,10 @@ class _Matcher:
             from ..hscache import cached_databases
 
             self.engine = "hyperscan"
-            meta, dbs = cached_databases("anchors", "\0".join(anchors), lambda: self._build(anchors))
+            if len(anchors) >= DISK_CACHE_FROM:
+                meta, dbs = cached_databases("anchors", "\0".join(anchors), lambda: self._build(anchors))
+            else:  # a handful of anchors compiles in milliseconds: not worth a file
+                meta, dbs = self._build(anchors)
             eol = [e.encode("ascii") for e in meta["eol"]]
             plain = [e.encode("ascii") for e in meta["plain"]]
             fallback = list(meta["fallback"])
