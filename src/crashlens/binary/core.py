@@ -224,7 +224,9 @@ class SigInfo:
     @property
     def from_kernel(self) -> bool:
         """Raised by the CPU/kernel for this thread (a fault), not sent by a process."""
-        return self.code > 0 and self.code != SI_KERNEL or (self.code == SI_KERNEL and self.signo in FAULT_SIGNALS)
+        if self.code == SI_KERNEL:
+            return self.signo in FAULT_SIGNALS
+        return self.code > 0
 
     @property
     def self_sent(self) -> bool:
@@ -817,7 +819,8 @@ def _parse(elf: ElfFile, name: str, notes: list[str], extra_truncated: bool = Fa
     if elf.e_machine == EM_X86_64 and not any(t.xstate for t in p.threads):
         notes.append("no NT_X86_XSTATE: XCR0 (the OS-enabled AVX/AVX-512/AMX state) is unknown")
     if not p.files:
-        notes.append("no NT_FILE: mapped files unknown (the kernel omits it above kernel.core_file_note_size_max)")
+        notes.append("no NT_FILE: mapped files unknown (the kernel omits it above kernel.core_file_note_size_max; "
+                     "qemu-user never writes one)")
     object.__setattr__(core, "auxv", auxv)
     object.__setattr__(core, "notes", tuple(dict.fromkeys(notes)))
     return core
@@ -1041,7 +1044,7 @@ def open_core(source: str | os.PathLike[str] | BinaryIO, *, name: str | None = N
     from the content) or not. A compressed core, or any stream (InputFile.open() returns the
     decompressed content), is written once into a temporary file under `tmpdir`, holes kept
     sparse, at most `max_bytes` of it; the file is unlinked as soon as it is mapped, so nothing
-    is left behind. A stream that ends early, or a core over the limit, gives a core marked
+    is left behind. (A plain core on disk is best given by path: it is then mapped, not copied.) A stream that ends early, or a core over the limit, gives a core marked
     truncated with a note saying why."""
     from ..inputs.codecs import DecodingReader
     from ..inputs.detect import detect_codec

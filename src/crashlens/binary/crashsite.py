@@ -725,7 +725,7 @@ def _crash_site(core: Core, mem: _Memory, cpu_flags: Any, notes: list[str]) -> C
                     function_offset, function_source = module_address - fn.start, fn.source
         elif mod is not None:
             module_address = _memory_vaddr(core, mod.base, file_off)
-    elif pc is not None:
+    elif pc is not None and core.files:
         seg = core.segment_at(pc)
         notes.append(f"pc {pc:#x} is in no mapped file ("
                      + ("an anonymous executable mapping: JIT code?" if seg and seg.executable else
