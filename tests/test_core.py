@@ -261,7 +261,7 @@ def test_python_faulthandler_reraise(python_fault):
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
-    return _make(tmp_path_factory, "big", ("-O1",), ("96",))
+    return _make(tmp_path_factory, "big", ("-O1",), ("64",))
 
 
 def test_truncated_core(big, tmp_path):
@@ -541,7 +541,9 @@ def test_isa_verdicts():
     ok, why = isa_verdict(z, signo=4, si_code=2, xcr0=0xE7, cpu_flags={"avx", "avx2"})
     assert ok is False and "AVX512F" in why and "avx512f" in why
     ok, why = isa_verdict(z, signo=4, si_code=2, xcr0=0x7, cpu_flags=FULL_AVX512)
-    assert ok is False and "XCR0 0x7" in why and "AVX-512" in why
+    assert ok is False and "XCR0 0x7" in why and "AVX-512" in why and "disabled" in why
+    ok, why = isa_verdict(decode_instruction(AVX2, 0), signo=4, si_code=2, xcr0=0x3, cpu_flags=None)
+    assert ok is False and "XCR0 0x3 lacks AVX" in why
     ok, why = isa_verdict(z, signo=4, si_code=2, xcr0=0xE7, cpu_flags=FULL_AVX512)
     assert ok is True and "support" in why          # never blame what CPU and process support
     ok, why = isa_verdict(z, signo=4, si_code=2, xcr0=0xE7, cpu_flags=None)

@@ -515,8 +515,10 @@ def isa_verdict(ins: Instruction | None, *, signo: int | None, si_code: int | No
                    if have_cpu else "(no AMX in this CPU, or a kernel older than 5.16)")
             return False, (f"the kernel enabled no AMX tile state (XCR0 {xcr0:#x} lacks {comps}) {cpu}: "
                            f"{where} ({', '.join(needed)}) raises SIGILL in any process")
-        return False, (f"the OS did not enable {comps} state (XCR0 {xcr0:#x}): {where} needs it "
-                       f"({', '.join(needed) or ins.encoding}); the CPU may have it but this OS/VM does not")
+        cpu = (f"the CPU lists {', '.join(have_cpu)}, so the OS or hypervisor disabled it" if have_cpu else
+               "the CPU lacks it, or the OS or hypervisor disabled it")
+        return False, (f"XCR0 {xcr0:#x} lacks {comps} state: {where} needs it ({', '.join(needed) or ins.encoding}) "
+                       f"and no process on this system can run it ({cpu})")
     if amx:
         exts = ", ".join(needed)
         if si_code == ILL_ILLOPC and (xcr0 is not None or have_cpu):
