@@ -35,7 +35,7 @@ def test_packaged_taxonomy_matches_shared():
     ids=lambda v: v.id if hasattr(v, "category") else ("fires" if v.fires else "not"),
 )
 def test_rule_example(rule, example):
-    fired = rule.id in fired_rules(example.text)
+    fired = rule.id in fired_rules(example.text, evidence=example.evidence)
     assert fired == example.fires, f"{rule.id}: expected {'firing' if example.fires else 'no firing'} on {example.text!r}"
 
 

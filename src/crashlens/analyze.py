@@ -154,9 +154,7 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, opts: Options
         elif inp.kind in ("elf", "elf-core"):
             what = "core dump" if inp.kind == "elf-core" else "ELF binary"
             out.items.append(Evidence("input", f"{inp.name}: {what}", Loc(inp.name), facts={"kind": inp.kind, **inp.facts}))
-            if inp.kind == "elf-core":
-                out.notes.append(f"{inp.name}: core dump recognised; reading cores is not implemented yet")
-            elif "!" in inp.name:
+            if inp.kind == "elf" and "!" in inp.name:
                 out.notes.append(f"{inp.name}: ELF inside an archive; extract it to inspect it")
         elif inp.kind == "empty":
             out.notes.append(f"{inp.name}: empty file, skipped")
@@ -224,6 +222,58 @@ def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], li
     return reports, evidence, notes
 
 
+def _resolver(opts: Options):
+    """path in the crashed process -> a file here (under --sysroot, as is, or by name under --lib-path)."""
+    from .inputs.libraries import locate
+
+    def resolve(path: str) -> str | None:
+        (ref,) = locate([(path, None)], lib_paths=opts.lib_paths, sysroot=opts.sysroot)
+        return ref.path
+
+    return resolve
+
+
+def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tuple[list[dict], list[Evidence], list[str]]:
+    """The crash site of every core among the inputs: `crash` evidence for the rules and the
+    JSON `crash` object."""
+    from .binary.core import open_core, read_core
+    from .binary.crashsite import crash_site
+    from .errors import CrashlensError
+
+    crashes: list[dict] = []
+    evidence: list[Evidence] = []
+    notes: list[str] = []
+    flags = set(opts.cpu_flags) if opts.cpu_flags is not None else (set(env["cpu_flags"]) if env.get("cpu_flags") else None)
+    for inp in inputs:
+        if inp.kind != "elf-core":
+            continue
+        try:
+            plain = "!" not in inp.name and not inp.facts.get("codecs") and os.path.isfile(inp.name)
+            core = read_core(inp.name) if plain else open_core(inp.open(), name=inp.name)
+        except (CrashlensError, OSError) as exc:
+            notes.append(f"{inp.name}: core not readable: {exc}")
+            continue
+        with core:
+            try:
+                site = crash_site(core, file_resolver=_resolver(opts), cpu_flags=flags)
+            except CrashlensError as exc:
+                notes.append(f"{inp.name}: crash site not found: {exc}")
+                continue
+            notes += [f"{inp.name}: {n}" for n in core.notes[:5]]
+            j = site.to_json()
+            j["source"] = inp.name
+            j["command"] = core.process.command if core.process else None
+            crashes.append(j)
+            facts = {k: j[k] for k in ("signal", "si_code", "fault_address", "pc", "module", "offset", "function",
+                                        "instruction", "mnemonic", "cpu_supports", "reason", "method")}
+            facts["required_isa"] = " ".join(j["required_isa"]) or None
+            facts["module_name"] = os.path.basename(j["module"]) if j.get("module") else None
+            where = f"{facts['function'] or j['pc']}" + (f" in {facts['module_name']}" if facts["module_name"] else "")
+            text = f"core: {j['signal']} at {where}" + (f": {j['instruction']}" if j.get("instruction") else "")
+            evidence.append(Evidence("crash", text, Loc(inp.name), facts=facts))
+    return crashes, evidence, notes
+
+
 def code_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
     """Frames outermost -> innermost, ending with the failing operation."""
     if exc is None:
@@ -266,11 +316,16 @@ def _exception_for(primary: Evidence | None, items: Sequence[Evidence]) -> Evide
     return owner
 
 
-def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts: Options = Options()) -> Analysis:
+def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts: Options = Options(),
+                   extra: Sequence[Evidence] = ()) -> Analysis:
     rules = load_rules(opts.rules_dir)
     col = collect_evidence(inputs, rules, opts)
+    col.items.extend(extra)
     env, env_evidence = parse_environment(col.lines)
     col.items.extend(parse_collectives(col.lines))
+    crashes, crash_evidence, crash_notes = analyze_cores(inputs, env, opts)
+    col.items.extend(crash_evidence)
+    col.notes.extend(crash_notes)
     ev = EvidenceSet.build(col.lines, [*col.items, *env_evidence])
     libraries, lib_evidence, lib_notes = inspect_libraries(inputs, col.items, ev.lines, env, opts)
     ev.items.extend(lib_evidence)
@@ -292,6 +347,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
         notes=tuple([*notes, *col.notes]),
         exceptions=tuple(e for e in col.items if e.kind == "exception"),
         libraries=tuple(libraries),
+        crash=crashes[0] if crashes else None,
         stats={"inputs": col.stats, "rules": len(rules.rules), "rules_fired": len(firings),
                "lines": len(col.lines)},
     )
@@ -302,10 +358,10 @@ def analyze_paths(paths: Sequence[str | os.PathLike[str]], opts: Options = Optio
     return analyze_inputs(inputs, notes, opts)
 
 
-def analyze_text(text: str, name: str = "<text>", opts: Options = Options()) -> Analysis:
+def analyze_text(text: str, name: str = "<text>", opts: Options = Options(), extra: Sequence[Evidence] = ()) -> Analysis:
     """Analyse a string as if it were one log file (rule examples and tests use this)."""
     import io
 
     data = text.encode("utf-8")
     inp = InputFile(name, "text", len(data), lambda: io.BytesIO(data))
-    return analyze_inputs([inp], (), opts)
+    return analyze_inputs([inp], (), opts, extra)

@@ -142,4 +142,5 @@ class Analysis:
     notes: tuple[str, ...]  # what could not be read, what was skipped, what was assumed
     exceptions: tuple[Evidence, ...] = ()
     libraries: tuple[Any, ...] = ()  # inspect.LibraryReport of every library inspected
+    crash: Mapping[str, Any] | None = None  # the crash site read from a core (binary.crashsite)
     stats: Mapping[str, Any] = field(default_factory=dict)

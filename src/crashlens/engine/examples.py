@@ -21,8 +21,12 @@ class ExampleResult:
         return self.fired == self.expect
 
 
-def fired_rules(text: str, rules_dir: Path | None = None) -> set[str]:
-    a = analyze_text(text, "example.log", Options(rules_dir=rules_dir))
+def fired_rules(text: str, rules_dir: Path | None = None, evidence: tuple = ()) -> set[str]:
+    from ..model import Evidence, Loc
+
+    extra = [Evidence(e["kind"], e.get("text", ""), Loc("example"), facts=dict(e.get("facts") or {}))
+             for e in evidence]
+    a = analyze_text(text, "example.log", Options(rules_dir=rules_dir), extra)
     out: set[str] = set()
     for c in a.causes:
         out.add(c.rule)
@@ -37,6 +41,6 @@ def run_examples(rules_dir: Path | None = None, only: str | None = None) -> list
         if only and only not in rule.id:
             continue
         for ex in rule.examples:
-            fired = rule.id in fired_rules(ex.text, rules_dir)
+            fired = rule.id in fired_rules(ex.text, rules_dir, ex.evidence)
             results.append(ExampleResult(rule.id, ex.fires, ex.text, fired))
     return results

@@ -48,6 +48,7 @@ class Condition:
 class Example:
     text: str
     fires: bool
+    evidence: tuple[Mapping[str, Any], ...] = ()  # structured evidence beside the text
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,11 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any]) -> Rule:
         raise RuleError(f"{where}: category {doc['category']!r} is not in the taxonomy")
     examples = []
     for ex in doc.get("examples", []):
+        extra = tuple(ex.get("evidence") or ())
         if "fires" in ex:
-            examples.append(Example(ex["fires"], True))
+            examples.append(Example(ex["fires"], True, extra))
         if "not" in ex:
-            examples.append(Example(ex["not"], False))
+            examples.append(Example(ex["not"], False, extra))
     cons = doc.get("consequence_of", [])
     if cons == "any":
         cons = ["*"]

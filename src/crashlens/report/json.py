@@ -86,7 +86,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
                               "reason": s.reason} for s in a.secondary_errors],
         "code_path": [frame_json(f) for f in a.code_path],
-        "crash": crash_from_outcomes(a),
+        "crash": dict(a.crash) if a.crash else crash_from_outcomes(a),
         "backtrace": [],
         "libraries": [_library(r) for r in a.libraries],
         "environment": dict(a.environment),

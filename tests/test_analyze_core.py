@@ -1,0 +1,59 @@
+"""analyze with real cores: the crash site joins the log evidence in the ranking."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from crashlens.analyze import Options, analyze_paths
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "fixtures" / "cores"))
+import crashers  # noqa: E402  (fixtures/cores/crashers.py builds and crashes the programs)
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed to build the crashing programs")
+
+
+def _core(name: str, tmp: Path, *flags: str):
+    prog = crashers.build(name, tmp, *flags)
+    c = crashers.crash([str(prog)], tmp)
+    if c.core is None:
+        pytest.skip(f"no core file: {c.why}")
+    return prog, c.core
+
+
+def test_amx_sigill_core_gives_instruction_and_verdict(tmp_path: Path):
+    prog, core = _core("amx", tmp_path, "-mamx-tile")
+    log = tmp_path / "run.log"
+    log.write_text(f"$ {prog}\nIllegal instruction (core dumped)\n")
+    a = analyze_paths([log, core])
+    top = a.causes[0]
+    assert top.category == "cpu-isa-unsupported" and top.confidence >= 0.9
+    assert "ldtilecfg" in top.explanation and "AMX-TILE" in top.explanation
+    assert any(e.kind == "crash" for e in top.evidence)
+    assert a.crash is not None and a.crash["cpu_supports"] is False and a.crash["function"] == "tile_setup"
+    from crashlens.report.json import to_dict
+
+    doc = to_dict(a)
+    assert doc["crash"]["signal"] == "SIGILL" and doc["crash"]["required_isa"] == ["AMX-TILE"]
+    json.dumps(doc)
+
+
+def test_segfault_core_stays_native_segfault(tmp_path: Path):
+    prog, core = _core("segv", tmp_path)
+    a = analyze_paths([core])
+    assert a.causes[0].category == "native-segfault"
+    assert a.crash is not None and a.crash["signal"] == "SIGSEGV" and a.crash["fault_address"] == "0x0"
+    assert "cpu-isa-unsupported" not in [c.category for c in a.causes]
+
+
+def test_abort_core_is_native_abort(tmp_path: Path):
+    prog, core = _core("abort", tmp_path)
+    a = analyze_paths([core])
+    assert a.causes[0].category == "native-abort"
+    assert a.crash is not None and a.crash["signal"] == "SIGABRT"
