@@ -123,3 +123,47 @@ def test_inspect_image_header_decompresses_one_image():
     assert json.loads(r.stdout)["ptx"]["version"] == "9.0"
     r = crashlens("inspect", "--image", "99", str(BIN / "libaxpy_sm80.so"))
     assert r.returncode == 2 and "no CUDA image 99" in r.stderr
+
+
+def test_dmesg_trap_without_core_decodes_the_instruction_from_the_library(tmp_path: Path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the AVX2 library")
+    (tmp_path / "k.c").write_text(
+        "#include <immintrin.h>\n#include <stddef.h>\n"
+        "void saxpy(float *y, const float *x, float a, size_t n) {\n"
+        "  __m256 va = _mm256_set1_ps(a);\n"
+        "  for (size_t i = 0; i + 8 <= n; i += 8)\n"
+        "    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));\n}\n")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    subprocess.run(["gcc", "-O2", "-mavx2", "-mfma", "-shared", "-fPIC", str(tmp_path / "k.c"), "-o",
+                    str(lib / "libkern.so")], check=True)
+    # where saxpy's first AVX instruction lies within the executable mapping
+    from crashlens.binary.elf import ElfFile
+    from crashlens.binary.isa import function_census
+
+    if not shutil.which("nm"):
+        pytest.skip("nm is needed to find saxpy")
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(lib / "libkern.so")], capture_output=True, text=True).stdout
+    saxpy = int(next(line.split()[0] for line in nm.splitlines() if line.endswith(" saxpy")), 16)
+    with ElfFile(lib / "libkern.so") as elf:
+        text = next(s for s in elf.segments if s.type == 1 and s.flags & 1)
+        fc = function_census(elf, saxpy)
+    addresses = [a for ext, addrs in fc.addresses.items() if ext in ("AVX", "AVX2", "FMA") for a in addrs]
+    first = min(addresses)
+    off = first - (text.vaddr & ~0xFFF)
+    (tmp_path / "dmesg.txt").write_text(
+        f"[ 812.44] traps: python[4242] trap invalid opcode ip:7f3a1c205{off:03x} sp:7ffd8e1c2b10 error:0 "
+        f"in libkern.so[7f3a1c205000+2000]\n")
+    a = analyze_paths([tmp_path / "dmesg.txt"],
+                      Options(lib_paths=(lib,), cpu_flags=frozenset("fpu sse sse2 sse3 ssse3 sse4_1 sse4_2 avx".split())))
+    top = a.causes[0]
+    assert top.category == "cpu-isa-unsupported"
+    crash = [e for e in top.evidence if e.kind == "crash"]
+    assert crash and crash[0].facts["cpu_supports"] is False and crash[0].facts["function"] == "saxpy"
+    assert "The faulting instruction is `v" in top.explanation

@@ -17,6 +17,7 @@ from .engine.match import EvidenceSet, evaluate
 from .engine.rank import rank
 from .engine.rules import RuleBase, load_rules
 from .inputs import collect_inputs
+from .binary.elf import ElfFile
 from .model import Analysis, Cause, Evidence, Frame, InputFile, Line, Loc
 from .parsers.distributed import parse_collectives
 from .parsers.environment import parse_environment
@@ -214,12 +215,58 @@ def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], li
         reports.append(r)
         if r.facts is not None:
             evidence.append(library_evidence(r))
+        if ref.evidence is not None and ref.evidence.facts.get("event") == "invalid-opcode":
+            crash = trap_site(ref.evidence, ref.path, flags)
+            if crash is not None:
+                evidence.append(crash)
         notes += [f"{ref.path}: {e}" for e in r.errors[:3]]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
         notes.append(f"libraries named in the evidence were not found on this machine ({shown}); "
                      "pass --sysroot or --lib-path to inspect them")
     return reports, evidence, notes
+
+
+def trap_site(trap: Evidence, path: str, cpu_flags: set[str] | None) -> Evidence | None:
+    """A dmesg `trap invalid opcode … in libX.so[base+size]` without a core: decode the
+    instruction from the library file and judge it against the CPU flags. The offset within
+    the executable mapping is placed at the file's first executable segment."""
+    from .binary.crashsite import SIGILL, decode_instruction, isa_verdict
+    from .errors import CrashlensError
+
+    offset = trap.facts.get("offset")
+    try:
+        offset = int(offset, 0) if isinstance(offset, str) else offset
+    except ValueError:
+        return None
+    if not isinstance(offset, int):
+        return None
+    try:
+        with ElfFile(path) as elf:
+            text = next((s for s in elf.segments if s.type == 1 and s.flags & 1), None)  # PT_LOAD, PF_X
+            if text is None:
+                return None
+            vaddr = (text.vaddr & ~0xFFF) + offset
+            file_off = (text.offset & ~0xFFF) + offset
+            code = elf.read(file_off, min(15, elf.size - file_off), "code at the trap")
+            ins = decode_instruction(code, vaddr, source=f"{os.path.basename(path)}+{offset:#x}")
+            function = None
+            try:
+                from .binary.isa import decode_at
+
+                function = getattr(decode_at(elf, vaddr), "function", None)
+                function = getattr(function, "name", function)
+            except CrashlensError:
+                pass
+    except (CrashlensError, OSError):
+        return None
+    supports, reason = isa_verdict(ins, signo=SIGILL, cpu_flags=cpu_flags)
+    facts = {"signal": "SIGILL", "instruction": ins.text, "mnemonic": ins.mnemonic, "cpu_supports": supports,
+             "reason": reason, "required_isa": " ".join(ins.extensions) or None, "module": path,
+             "module_name": os.path.basename(path), "offset": hex(offset), "function": function,
+             "method": "dmesg trap + library file"}
+    text = f"dmesg trap in {os.path.basename(path)}+{offset:#x}: {ins.text}"
+    return Evidence("crash", text, Loc(path), facts=facts)
 
 
 def _resolver(opts: Options):
