@@ -184,11 +184,12 @@ def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], li
                       env: dict, opts: Options) -> tuple[list["LibraryReport"], list[Evidence], list[str]]:
     """Find the libraries the evidence involves, inspect them, and return library evidence."""
     from .inputs.libraries import locate, named_libraries
-    from .inspect import inspect_file, library_evidence
 
     given = [(i.name, None) for i in inputs if i.kind == "elf" and "!" not in i.name]
     names = given + [(n, e) for n, e in named_libraries([*items, *lines])]
     refs = locate(names, inputs=inputs, lib_paths=opts.lib_paths, sysroot=opts.sysroot)
+    if any(r.path for r in refs):
+        from .inspect import inspect_file, library_evidence
     gpu = opts.gpu
     if gpu is None:
         for g in env.get("gpus") or []:
@@ -197,7 +198,7 @@ def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], li
                 break
     flags = set(opts.cpu_flags) if opts.cpu_flags is not None else (set(env["cpu_flags"]) if env.get("cpu_flags") else None)
     # the x86 census costs seconds on big libraries: only when the crash is about CPU instructions
-    want_isa = any(e.kind in ("dmesg", "outcome") and (e.facts.get("event") == "invalid-opcode" or e.facts.get("signal") == "SIGILL")
+    want_isa = any(e.kind in ("dmesg", "outcome", "crash") and (e.facts.get("event") == "invalid-opcode" or e.facts.get("signal") == "SIGILL")
                    for e in items)
     reports, evidence, notes, seen = [], [], [], set()
     missing = [r.name for r in refs if r.path is None and r.evidence is not None and "/" in r.name]
@@ -283,11 +284,13 @@ def _resolver(opts: Options):
 def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tuple[list[dict], list[Evidence], list[str]]:
     """The crash site of every core among the inputs: `crash` evidence for the rules and the
     JSON `crash` object."""
+    crashes: list[dict] = []
+    if not any(inp.kind == "elf-core" for inp in inputs):
+        return crashes, [], []
     from .binary.core import open_core, read_core
     from .binary.crashsite import crash_site
     from .errors import CrashlensError
 
-    crashes: list[dict] = []
     evidence: list[Evidence] = []
     notes: list[str] = []
     flags = set(opts.cpu_flags) if opts.cpu_flags is not None else (set(env["cpu_flags"]) if env.get("cpu_flags") else None)

@@ -29,9 +29,40 @@ def _yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
 
 
+class LazyRegex:
+    """A `regex` pattern compiled on first use. Compiling the whole rule base costs ~0.1 s
+    while a typical log needs a handful of patterns (hyperscan says which); a rule base that
+    passed validation on this machine is known to compile."""
+
+    __slots__ = ("pattern", "_compiled")
+
+    def __init__(self, pattern: str, compiled: "re.Pattern[str] | None" = None) -> None:
+        self.pattern = pattern
+        self._compiled = compiled
+
+    @property
+    def compiled(self) -> "re.Pattern[str]":
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, re.V0)
+        return self._compiled
+
+    @property
+    def flags(self) -> int:
+        return self.compiled.flags
+
+    def search(self, text: str, *args: Any) -> "re.Match[str] | None":
+        return self.compiled.search(text, *args)
+
+    def finditer(self, text: str, *args: Any):
+        return self.compiled.finditer(text, *args)
+
+    def __repr__(self) -> str:
+        return f"LazyRegex({self.pattern!r})"
+
+
 @dataclass(frozen=True)
 class Condition:
-    pattern: re.Pattern[str] | None
+    pattern: LazyRegex | None
     source: str  # the pattern text, or a description of the fact test
     kinds: tuple[str, ...] = ("line",)
     facts: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -106,16 +137,19 @@ def rule_schema() -> dict[str, Any]:
     return json.loads(_data("rule.schema.json"))
 
 
-def _condition(spec: Any, where: str, *, support: bool = False) -> Condition:
+def _condition(spec: Any, where: str, *, support: bool = False, compile_now: bool = True) -> Condition:
     if isinstance(spec, str):
         spec = {"pattern": spec}
     pattern = None
     src = spec.get("pattern", "")
     if src:
-        try:
-            pattern = re.compile(src, re.V0)
-        except re.error as exc:
-            raise RuleError(f"{where}: bad pattern {src!r}: {exc}") from None
+        if compile_now:
+            try:
+                pattern = LazyRegex(src, re.compile(src, re.V0))
+            except re.error as exc:
+                raise RuleError(f"{where}: bad pattern {src!r}: {exc}") from None
+        else:
+            pattern = LazyRegex(src)
     kinds = spec.get("kind", "line")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     facts = {}
@@ -128,7 +162,7 @@ def _condition(spec: Any, where: str, *, support: bool = False) -> Condition:
     return Condition(pattern, src, kinds, facts, weight)
 
 
-def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any]) -> Rule:
+def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any], compile_now: bool = True) -> Rule:
     rid = doc["id"]
     where = f"{file}: rule {rid}"
     if doc["category"] not in cats:
@@ -151,10 +185,10 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any]) -> Rule:
         category=doc["category"],
         title=doc["title"],
         weight=float(doc.get("weight", 0.7)),
-        match=tuple(_condition(c, where) for c in doc["match"]),
-        requires=tuple(_condition(c, where) for c in doc.get("requires", [])),
-        unless=tuple(_condition(c, where) for c in doc.get("unless", [])),
-        support=tuple(_condition(c, where, support=True) for c in doc.get("support", [])),
+        match=tuple(_condition(c, where, compile_now=compile_now) for c in doc["match"]),
+        requires=tuple(_condition(c, where, compile_now=compile_now) for c in doc.get("requires", [])),
+        unless=tuple(_condition(c, where, compile_now=compile_now) for c in doc.get("unless", [])),
+        support=tuple(_condition(c, where, support=True, compile_now=compile_now) for c in doc.get("support", [])),
         consequence_of=tuple(cons),
         async_cuda=bool(doc.get("async_cuda", False)),
         from_warnings=bool(doc.get("from_warnings", False)),
@@ -166,23 +200,48 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any]) -> Rule:
     )
 
 
-def _read(rules_dir: Path) -> tuple[list[Rule], list[str]]:
-    """Every rule of the directory, and every problem found: schema errors, unknown
-    categories, bad patterns, duplicate ids, taxonomy categories without a rule."""
-    import jsonschema
+def _validated_marker(texts: dict[str, str]) -> Path:
+    """A file in the user cache whose existence says: this exact rule base passed the schema."""
+    import hashlib
 
+    from ..hscache import cache_dir
+
+    h = hashlib.sha256(json.dumps(rule_schema(), sort_keys=True).encode())
+    for name in sorted(texts):
+        h.update(name.encode() + b"\0" + texts[name].encode() + b"\0")
+    return cache_dir() / f"rules-valid-{h.hexdigest()[:32]}"
+
+
+def _read(rules_dir: Path, *, force_schema: bool = False) -> tuple[list[Rule], list[str]]:
+    """Every rule of the directory, and every problem found: schema errors, unknown
+    categories, bad patterns, duplicate ids, taxonomy categories without a rule.
+
+    The JSON-schema check (and importing jsonschema, 0.1 s) is skipped when this exact rule
+    base already passed it on this machine; everything else is checked every time."""
     problems: list[str] = []
     rules: list[Rule] = []
-    validator = jsonschema.Draft202012Validator(rule_schema())
     seen: dict[str, str] = {}
     cats = taxonomy()
+    texts: dict[str, str] = {}
     for path in sorted(rules_dir.glob("*.yaml")):
         try:
-            doc = _yaml(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            texts[path.name] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{path.name}: not readable: {exc}")
+    marker = _validated_marker(texts)
+    validator = None
+    if force_schema or not marker.exists():
+        import jsonschema
+
+        validator = jsonschema.Draft202012Validator(rule_schema())
+    for name, text in texts.items():
+        path = rules_dir / name
+        try:
+            doc = _yaml(text)
+        except yaml.YAMLError as exc:
             problems.append(f"{path.name}: not readable YAML: {str(exc).splitlines()[0]}")
             continue
-        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)) if validator else []
         for err in errors:
             loc = "/".join(map(str, err.absolute_path))
             problems.append(f"{path.name}: {loc or '(top)'}: {err.message}")
@@ -193,17 +252,23 @@ def _read(rules_dir: Path) -> tuple[list[Rule], list[str]]:
                 problems.append(f"{path.name}: rule {r['id']} is also defined in {seen[r['id']]}")
             seen[r["id"]] = path.name
             try:
-                rules.append(_rule(r, path.name, cats))
+                rules.append(_rule(r, path.name, cats, compile_now=validator is not None))
             except (RuleError, KeyError, TypeError, ValueError) as exc:
                 problems.append(str(exc))
     covered = {r.category for r in rules}
     problems += [f"taxonomy category {c} has no rule" for c in cats if c not in covered]
+    if validator is not None and not problems:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass  # a read-only cache only costs the check next time
     return rules, problems
 
 
 def validate_documents(rules_dir: Path) -> list[str]:
     """Schema and consistency problems of every rule file, as one-line messages."""
-    return _read(rules_dir)[1]
+    return _read(rules_dir, force_schema=True)[1]
 
 
 @cache

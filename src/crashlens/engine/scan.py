@@ -21,11 +21,12 @@ except ImportError:  # pragma: no cover - platform without a wheel
 
 # Below this many characters, searching each pattern with `regex` is faster than compiling
 # (or loading) a hyperscan database.
-HYPERSCAN_FROM = 64 * 1024
+HYPERSCAN_FROM = 0  # the database is cached on disk: even small logs scan faster with it
 
 
 class LineScanner:
-    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
+    def __init__(self, patterns: Sequence) -> None:
+        """patterns: compiled `regex` patterns or engine.rules.LazyRegex (compiled on first use)."""
         self.patterns = list(patterns)
         self._multiline: dict[int, re.Pattern[str]] = {}
         self.fallback: list[int] = list(range(len(self.patterns)))
@@ -101,7 +102,7 @@ def _cached_compile(patterns: Sequence[re.Pattern[str]]):
         db, bad = _compile(patterns)
         return {"bad": bad}, [db]
 
-    meta, (db,) = cached_databases("lines", "\0".join(f"{p.flags}:{p.pattern}" for p in patterns), build)
+    meta, (db,) = cached_databases("lines", "\0".join(p.pattern for p in patterns), build)
     return db, list(meta["bad"])
 
 

@@ -757,8 +757,10 @@ def _check_anchors(anchors) -> tuple[str, ...]:
     """The anchors, deduplicated; TypeError/ValueError for bad ones."""
     if isinstance(anchors, (str, bytes)):
         anchors = [anchors]
-    out = tuple(dict.fromkeys(a.pattern if isinstance(a, regex.Pattern) else a for a in anchors))
-    compiled = {a.pattern for a in anchors if isinstance(a, regex.Pattern)}
+    # compiled patterns, or objects with a `pattern` string that their owner validated
+    # (engine.rules.LazyRegex), are taken as valid without compiling them here
+    out = tuple(dict.fromkeys(a if isinstance(a, (str, bytes)) else getattr(a, "pattern", a) for a in anchors))
+    compiled = {a.pattern for a in anchors if not isinstance(a, (str, bytes)) and isinstance(getattr(a, "pattern", None), str)}
     for a in out:
         if a in compiled:
             continue  # compiled by the caller: valid
