@@ -23,6 +23,7 @@ crashlens and pyelftools found the same facts.
 
 from __future__ import annotations
 
+from measure import _main as _runner_main, measure  # noqa: E402  (bench/measure.py)
 import argparse
 import json
 import os
@@ -143,29 +144,6 @@ def _worker(tool: str, path: str, repeat: int, extras: bool) -> int:
 
 
 # -- measuring --------------------------------------------------------------------------------------------
-def measure(cmd: list[str], env: dict | None = None) -> dict:
-    """Run cmd from a fresh runner process; wall seconds, peak RSS, output."""
-    runner = [sys.executable, os.path.abspath(__file__), "--measure", "--", *cmd]
-    res = subprocess.run(runner, capture_output=True, text=True, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"runner failed ({res.returncode}): {res.stderr.strip()}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def _measure_main(cmd: list[str]) -> int:
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({
-        "cmd": cmd, "rc": res.returncode, "seconds": wall,
-        "peak_rss_mb": ru.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10),
-        "stdout": res.stdout.decode("utf-8", "replace")[-20000:],
-        "stderr": res.stderr.decode("utf-8", "replace")[-2000:],
-    }))
-    return 0
-
-
 def warm(path: str) -> None:
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(16 << 20)
@@ -260,7 +238,7 @@ def bench_file(path: str, args: argparse.Namespace, env: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--measure"]:
-        return _measure_main(argv[2:] if argv[1:2] == ["--"] else argv[1:])
+        return _runner_main(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     if argv[:1] == ["--worker"]:
         ap = argparse.ArgumentParser()
         ap.add_argument("tool", choices=["crashlens", "pyelftools"])

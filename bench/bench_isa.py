@@ -26,6 +26,7 @@ the page cache (``--no-warm`` to skip that).
 
 from __future__ import annotations
 
+from measure import _main as _runner_main, measure  # noqa: E402  (bench/measure.py)
 import argparse
 import json
 import os
@@ -77,29 +78,6 @@ print(json.dumps({"seconds": seconds, "import_seconds": imported, "instruction_s
                   "instructions": f.instructions, "extensions": f.extensions,
                   "instruction": [mnemonic, list(exts)]}))
 """
-
-
-def measure(cmd: list[str], env: dict | None = None) -> dict:
-    """Run cmd from a fresh runner process; wall seconds, CPU seconds, peak RSS, output."""
-    runner = [sys.executable, os.path.abspath(__file__), "--measure", "--", *cmd]
-    res = subprocess.run(runner, capture_output=True, text=True, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"runner failed ({res.returncode}): {res.stderr.strip()}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def _measure_main(cmd: list[str]) -> int:
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({
-        "cmd": cmd, "rc": res.returncode, "seconds": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
-        "peak_rss_mb": ru.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10),
-        "stdout": res.stdout.decode("utf-8", "replace")[-20000:],
-        "stderr": res.stderr.decode("utf-8", "replace")[-2000:],
-    }))
-    return 0
 
 
 def _json_tail(run: dict, what: str) -> dict:
@@ -225,5 +203,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--measure":
-        sys.exit(_measure_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:]))
+        sys.exit(_runner_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:]))
     sys.exit(main())

@@ -30,6 +30,7 @@ skip that).
 
 from __future__ import annotations
 
+from measure import _main as _runner_main, measure  # noqa: E402  (bench/measure.py)
 import argparse
 import json
 import os
@@ -83,38 +84,6 @@ print(json.dumps(out))
 """
 
 
-def measure(cmd: list[str], env: dict | None = None) -> dict:
-    """Run cmd from a fresh runner process; wall seconds, peak RSS, output."""
-    runner = [sys.executable, os.path.abspath(__file__), "--measure", "--", *cmd]
-    res = subprocess.run(runner, capture_output=True, text=True, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"runner failed ({res.returncode}): {res.stderr.strip()}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def _measure_main(cmd: list[str]) -> int:
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(
-        json.dumps(
-            {
-                "cmd": cmd,
-                "rc": res.returncode,
-                "seconds": wall,
-                "user": ru.ru_utime,
-                "sys": ru.ru_stime,
-                # Linux reports KiB, macOS bytes
-                "peak_rss_mb": ru.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10),
-                "stdout": res.stdout.decode("utf-8", "replace")[-4000:],
-                "stderr": res.stderr.decode("utf-8", "replace")[-2000:],
-            }
-        )
-    )
-    return 0
-
-
 def ere_escape(word: str) -> str:
     return re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", word)
 
@@ -137,7 +106,7 @@ def find_cli() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--measure"]:
-        return _measure_main(argv[2:] if argv[1:2] == ["--"] else argv[1:])
+        return _runner_main(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", help="log file to analyse")
     ap.add_argument(
