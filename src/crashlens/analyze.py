@@ -313,6 +313,25 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
             j = site.to_json()
             j["source"] = inp.name
             j["command"] = core.process.command if core.process else None
+            j["args"] = core.process.args if core.process else None
+            resolve = _resolver(opts)
+            j["threads_list"] = [{"index": t.index, "tid": t.tid, "pc": hex(t.pc) if t.pc is not None else None,
+                                  "crashed": t.index == site.thread_index}
+                                 for t in core.threads]
+            j["modules_list"] = []
+            for m in core.modules:
+                here = resolve(m.path)
+                mismatch = None
+                if here and m.build_id:
+                    try:
+                        from .binary.elffacts import read_elf_facts
+
+                        local = read_elf_facts(here).build_id
+                        mismatch = bool(local and local != m.build_id)
+                    except CrashlensError:
+                        mismatch = None
+                j["modules_list"].append({"path": m.path, "base": hex(m.base), "build_id": m.build_id,
+                                          "found_at": here, "mismatch": mismatch})
             crashes.append(j)
             facts = {k: j[k] for k in ("signal", "si_code", "fault_address", "pc", "module", "offset", "function",
                                         "instruction", "mnemonic", "cpu_supports", "reason", "method")}

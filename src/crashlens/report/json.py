@@ -86,7 +86,10 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
                               "reason": s.reason} for s in a.secondary_errors],
         "code_path": [frame_json(f) for f in a.code_path],
-        "crash": dict(a.crash) if a.crash else crash_from_outcomes(a),
+        "crash": ({k: v for k, v in a.crash.items() if k not in ("threads_list", "modules_list")}
+                  if a.crash else crash_from_outcomes(a)),
+        "threads": list(a.crash.get("threads_list") or []) if a.crash else [],
+        "modules": list(a.crash.get("modules_list") or []) if a.crash else [],
         "backtrace": [],
         "libraries": [_library(r) for r in a.libraries],
         "environment": dict(a.environment),
