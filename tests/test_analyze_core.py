@@ -57,3 +57,17 @@ def test_abort_core_is_native_abort(tmp_path: Path):
     a = analyze_paths([core])
     assert a.causes[0].category == "native-abort"
     assert a.crash is not None and a.crash["signal"] == "SIGABRT"
+
+
+def test_abort_core_names_the_culprit_and_gives_a_backtrace(tmp_path: Path):
+    prog, core = _core("abort", tmp_path)
+    a = analyze_paths([core])
+    assert a.crash is not None and a.crash.get("culprit_function") == "check_config"
+    from crashlens.report.json import to_dict
+
+    doc = to_dict(a)
+    functions = [f["function"] for f in doc["backtrace"]]
+    assert "check_config" in functions and functions.index("check_config") > 0
+    assert all(f["trust"] in ("context", "cfi", "fp", "scan") for f in doc["backtrace"])
+    assert "check_config" in a.causes[0].explanation
+    assert any(f.function == "check_config" for f in a.code_path)

@@ -133,11 +133,6 @@ def test_rules_commands():
     assert r.returncode == 0 and " 0 failed" in r.stdout
 
 
-def test_report_command_says_not_yet():
-    r = crashlens("report", "x")
-    assert r.returncode == 2 and "not implemented yet" in r.stderr
-
-
 def test_utf16_log_from_windows(tmp_path: Path):
     log = tmp_path / "powershell-transcript.txt"
     log.write_bytes("PS C:\\work> python train.py\r\nRuntimeError: CUDA error: out of memory\r\n".encode("utf-16"))

@@ -311,6 +311,22 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
                 continue
             notes += [f"{inp.name}: {n}" for n in core.notes[:5]]
             j = site.to_json()
+            try:
+                from .binary.unwind import backtrace, culprit
+
+                bt = backtrace(core, start=dict(site.registers) if site.method == "signal-frame" else None,
+                               file_resolver=_resolver(opts), sysroot=opts.sysroot)
+                j["backtrace_list"] = bt.to_json()
+                notes += [f"{inp.name}: backtrace: {n}" for n in bt.notes[:3]]
+                if site.signal_name == "SIGABRT" or site.signal_name == "SIGILL":
+                    c = culprit(bt)
+                    if c is not None:
+                        j["culprit_module"] = c.module
+                        j["culprit_function"] = c.function
+                if not j.get("function") and bt.frames and bt.frames[0].function:
+                    j["function"] = bt.frames[0].function  # named from a debug file the crash site did not use
+            except CrashlensError as exc:
+                notes.append(f"{inp.name}: backtrace not available: {exc}")
             j["source"] = inp.name
             j["command"] = core.process.command if core.process else None
             j["args"] = core.process.args if core.process else None
@@ -333,8 +349,10 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
                 j["modules_list"].append({"path": m.path, "base": hex(m.base), "build_id": m.build_id,
                                           "found_at": here, "mismatch": mismatch})
             crashes.append(j)
-            facts = {k: j[k] for k in ("signal", "si_code", "fault_address", "pc", "module", "offset", "function",
-                                        "instruction", "mnemonic", "cpu_supports", "reason", "method")}
+            facts = {k: j.get(k) for k in ("signal", "si_code", "fault_address", "pc", "module", "offset", "function",
+                                            "instruction", "mnemonic", "cpu_supports", "reason", "method",
+                                            "culprit_function", "culprit_module")}
+            facts["culprit_module_name"] = os.path.basename(j["culprit_module"]) if j.get("culprit_module") else None
             facts["required_isa"] = " ".join(j["required_isa"]) or None
             facts["module_name"] = os.path.basename(j["module"]) if j.get("module") else None
             where = f"{facts['function'] or j['pc']}" + (f" in {facts['module_name']}" if facts["module_name"] else "")
@@ -404,6 +422,9 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     causes, secondary, primary = rank(firings, exceptions, rules, env, col.items)
     exc = _exception_for(primary, col.items)
     path = code_path(exc, causes[0] if causes else None)
+    if not path and crashes and crashes[0].get("backtrace_list"):
+        path = tuple(Frame("native", f.get("function") or "", f.get("file") or "", f.get("line"), "",
+                           f.get("module") or "") for f in reversed(crashes[0]["backtrace_list"][:16]))
     if not any(inp.kind == "text" for inp in inputs) and not any(i.kind in ("elf", "elf-core") for i in inputs):
         pass
     return Analysis(

@@ -86,11 +86,11 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
                               "reason": s.reason} for s in a.secondary_errors],
         "code_path": [frame_json(f) for f in a.code_path],
-        "crash": ({k: v for k, v in a.crash.items() if k not in ("threads_list", "modules_list")}
+        "crash": ({k: v for k, v in a.crash.items() if k not in ("threads_list", "modules_list", "backtrace_list")}
                   if a.crash else crash_from_outcomes(a)),
         "threads": list(a.crash.get("threads_list") or []) if a.crash else [],
         "modules": list(a.crash.get("modules_list") or []) if a.crash else [],
-        "backtrace": [],
+        "backtrace": list(a.crash.get("backtrace_list") or []) if a.crash else [],
         "libraries": [_library(r) for r in a.libraries],
         "environment": dict(a.environment),
         "exceptions": [{"source": e.loc.source, "line": e.loc.line, "end_line": e.loc.end_line or None,

@@ -39,8 +39,11 @@ def code_path_line(frames: Sequence[Frame], limit: int = 5) -> str:
     frames = list(frames)
     users = [f for f in frames if f.kind == "user"][-limit:]
     tail = [f for f in frames if f.kind in ("native", "gpu")][-1:]
-    if not users:  # only library frames: show the innermost ones
-        parts = [f"{f.function or '?'} ({_where(f)})" for f in frames if f.kind == "library"][-limit:]
+    if not users:  # no user frames: the innermost library or native frames
+        inner = [f for f in frames if f.kind in ("library", "native") and (f.file or f.module)]
+        parts = [f"{f.function or '?'} ({_where(f)})" for f in inner][-2 * limit:]
+        if tail and tail[0] in inner[-2 * limit:]:
+            tail = []
     else:
         parts = [f"{users[0].function or '?'} ({_where(users[0])})"]
         for prev, cur in zip(users, users[1:]):
