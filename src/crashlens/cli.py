@@ -41,12 +41,24 @@ def main() -> None:
               help="A copy of the crashed machine's root: absolute library paths are looked up under it.")
 @click.option("--gpu", help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
 @click.option("--cpu-flags", help="The CPU's flags, when the logs do not list them: a cpuinfo/lscpu file or a comma list.")
+@click.option("--github", is_flag=True, help="GitHub Actions: workflow-command annotations, the report grouped, "
+              "a step summary appended to $GITHUB_STEP_SUMMARY (redacted). See docs/ci.md.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a JUnit XML file (one testcase per cause, the top one failing).")
+@click.option("--codequality", "codequality_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a GitLab Code Quality JSON file.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="CATEGORY",
+              help="Exit 4 when the top cause is in this category (repeatable, comma lists, `any`).")
 def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None,
-            lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None) -> None:
+            lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None,
+            github: bool = False, junit_file: Path | None = None, codequality_file: Path | None = None,
+            fail_on: tuple[str, ...] = ()) -> None:
     """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives."""
     from .analyze import Options, analyze_paths
+    from .report import ci
 
     try:
+        gate = ci.parse_fail_on(fail_on)
         flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
         result = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot,
                                                      gpu=gpu, cpu_flags=flags))
@@ -58,6 +70,15 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
             click.echo(f"crashlens: {n}", err=True)
         click.echo("crashlens: error: none of the inputs could be read as a log, dmesg, core or library", err=True)
         sys.exit(EXIT_USAGE)
+    code = ci.exit_code(result, gate)
+    if github or junit_file or codequality_file:
+        try:
+            ci.emit(result, github=github, junit=junit_file, codequality=codequality_file, code=code, top=top,
+                    verbose=verbose, fmt="json" if as_json else "markdown" if as_markdown else "terminal")
+        except CrashlensError as exc:
+            _fail(exc)
+        if github:  # the report went out with the workflow commands
+            sys.exit(code)
     if as_json:
         from .report.json import render
 
@@ -72,7 +93,7 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
         from .report.terminal import render as render_term
 
         render_term(result, Console(), top, verbose)
-    sys.exit(EXIT_FOUND if result.causes else EXIT_NOTHING)
+    sys.exit(code)
 
 
 @main.group()
@@ -209,6 +230,32 @@ def _cpu_flags(spec: str) -> set[str]:
             raise click.BadParameter(f"no CPU flags found in {spec}", param_hint="--cpu-flags")
         return flags
     return {f.strip().lower() for f in spec.replace(",", " ").split() if f.strip()}
+
+
+@main.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--db", type=click.Path(dir_okay=False, path_type=str),
+              help="Keep results in this SQLite database, so recurring crashes across runs are recognised.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON triage (schema crashlens.triage/1).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel analyses (default: the number of CPUs).")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=str), help="Use another rule directory.")
+def triage(dirs: tuple[str, ...], db: str | None, as_json: bool, jobs: int | None, rules_dir: str | None) -> None:
+    """Analyse many crash bundles in parallel and group them by crash signature (docs/ci.md)."""
+    from .triage import DatabaseError, render_json, render_text, triage as run_triage
+
+    try:
+        t = run_triage(list(dirs), jobs=jobs, db=db, rules_dir=rules_dir)
+    except DatabaseError as exc:
+        click.echo(f"crashlens: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(render_json(t) if as_json else render_text(t), nl=False)
+    for p in t.problems:
+        click.echo(f"crashlens: {p}", err=True)
+    if not t.bundles:
+        click.echo("crashlens: error: no crash bundle found" + (f" ({'; '.join(t.problems)})" if t.problems else ""),
+                   err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FOUND if t.analysed else EXIT_NOTHING)
 
 
 @main.command()

@@ -81,6 +81,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "tool": {"name": "crashlens", "version": __version__},
         "inputs": [{"name": i.name, "kind": i.kind, "size": i.size} for i in a.inputs],
         "causes": [cause_json(c) for c in a.causes],
+        "signature": _signature(a),
         "primary_error": {k: v for k, v in evidence_json(a.primary_error).items() if k in ("source", "line", "end_line", "text")}
         if a.primary_error else None,
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
@@ -99,6 +100,12 @@ def to_dict(a: Analysis) -> dict[str, Any]:
                         "frames": [frame_json(f) for f in e.frames]} for e in a.exceptions],
         "notes": list(a.notes),
     }
+
+
+def _signature(a: Analysis) -> dict[str, str]:
+    from ..signature import signature
+
+    return signature(a).as_json()
 
 
 def render(a: Analysis) -> str:

@@ -13,6 +13,11 @@ def render(a: Analysis, top: int = 3) -> str:
     else:
         c = a.causes[0]
         out += [f"**Most likely cause:** {c.title} — `{c.category}` (confidence {c.confidence:.2f})", ""]
+    from ..signature import signature
+
+    sig = signature(a)
+    sig_text = sig.text.replace("`", "'")
+    out += [f"**Signature:** `{sig.id}` — `{sig_text}`", ""]
     if a.primary_error is not None:
         out += ["## Primary error", "", f"`{a.primary_error.loc}`", "", "```", a.primary_error.text, "```", ""]
     if a.code_path:

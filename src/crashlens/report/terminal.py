@@ -35,6 +35,7 @@ def render(a: Analysis, console: Console, top: int = 3, verbose: bool = False) -
                                     a.primary_error.text[:300]))
     if a.code_path:
         console.print(Text.assemble(("Code path      ", "bold"), code_path_line(a.code_path)))
+    console.print(Text.assemble(("Signature      ", "bold"), *_signature_bits(a)))
     for s in a.secondary_errors[:5]:
         console.print(Text.assemble(("Secondary      ", "bold dim"), (str(s.evidence.loc), "cyan"), "  ",
                                     s.evidence.text[:120], (f"  — {s.reason}", "dim")))
@@ -51,3 +52,10 @@ def render(a: Analysis, console: Console, top: int = 3, verbose: bool = False) -
             console.print(Text.assemble(("Environment    ", "bold"), escape("; ".join(bits))))
     for n in a.notes:
         console.print(Text.assemble(("Note           ", "bold dim"), (n, "dim")))
+
+
+def _signature_bits(a: Analysis) -> tuple:
+    from ..signature import signature
+
+    sig = signature(a)
+    return (sig.id, "cyan"), "  ", (sig.text, "dim")
