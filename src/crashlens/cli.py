@@ -31,7 +31,8 @@ def main() -> None:
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.analysis/1).")
-@click.option("--markdown", "as_markdown", is_flag=True, help="Print a Markdown report.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print a Markdown report (secrets redacted).")
+@click.option("--no-redact", is_flag=True, help="Do not redact secrets from the Markdown report.")
 @click.option("--top", default=3, show_default=True, help="How many causes the terminal report shows in full.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every cause with its reasoning.")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path), help="Use another rule directory.")
@@ -52,7 +53,7 @@ def main() -> None:
 def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None,
             lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None,
             github: bool = False, junit_file: Path | None = None, codequality_file: Path | None = None,
-            fail_on: tuple[str, ...] = ()) -> None:
+            fail_on: tuple[str, ...] = (), no_redact: bool = False) -> None:
     """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives."""
     from .analyze import Options, analyze_paths
     from .report import ci
@@ -74,7 +75,8 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     if github or junit_file or codequality_file:
         try:
             ci.emit(result, github=github, junit=junit_file, codequality=codequality_file, code=code, top=top,
-                    verbose=verbose, fmt="json" if as_json else "markdown" if as_markdown else "terminal")
+                    verbose=verbose, fmt="json" if as_json else "markdown" if as_markdown else "terminal",
+                    redact=not no_redact)
         except CrashlensError as exc:
             _fail(exc)
         if github:  # the report went out with the workflow commands
@@ -86,7 +88,9 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     elif as_markdown:
         from .report.markdown import render as render_md
 
-        click.echo(render_md(result, top))
+        from .report.redact import shareable
+
+        click.echo(shareable(render_md(result, top), not no_redact))
     else:
         from rich.console import Console
 
@@ -259,11 +263,52 @@ def triage(dirs: tuple[str, ...], db: str | None, as_json: bool, jobs: int | Non
 
 
 @main.command()
-@click.argument("inputs", nargs=-1, required=True)
-def report(inputs: tuple[str, ...]) -> None:
-    """Fill a bug-report template from an analysis (not implemented yet)."""
-    click.echo("crashlens report: not implemented yet; use `crashlens analyze --markdown` meanwhile.", err=True)
-    sys.exit(EXIT_USAGE)
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--template", type=click.Path(dir_okay=False, path_type=Path),
+              help="A Markdown template (Jinja2) or a GitHub issue form (.yml); default: the built-in bug report.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE, not stdout.")
+@click.option("--url", "repo_url", metavar="REPO", help="Print a prefilled new-issue URL for https://github.com/OWNER/REPO.")
+@click.option("--url-limit", default=8000, show_default=True, help="Longest URL to print; long fields are cut to fit.")
+@click.option("--title", help="The issue title (default: the primary error and the GPU).")
+@click.option("--no-redact", is_flag=True, help="Do not redact secrets.")
+@click.option("--redact", "redact_more", multiple=True, type=click.Choice(["emails", "users", "hosts", "all"]),
+              help="Also redact e-mail addresses, user names in home paths, host names (repeatable).")
+@click.option("--redact-string", "redact_strings", multiple=True, metavar="TEXT", help="Also redact TEXT (repeatable).")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path), help="Use another rule directory.")
+@click.option("--lib-path", "lib_paths", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder to search for libraries named in the evidence (repeatable).")
+@click.option("--sysroot", type=click.Path(file_okay=False, path_type=Path), help="A copy of the crashed machine's root.")
+@click.option("--gpu", help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
+@click.option("--cpu-flags", help="The CPU's flags, when the logs do not list them: a cpuinfo/lscpu file or a comma list.")
+def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, repo_url: str | None, url_limit: int,
+           title: str | None, no_redact: bool, redact_more: tuple[str, ...], redact_strings: tuple[str, ...],
+           rules_dir: Path | None, lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None,
+           cpu_flags: str | None) -> None:
+    """Fill a bug report (built-in, a Markdown template or a GitHub issue form) from an analysis. docs/report.md"""
+    from .analyze import Options
+    from .report.bugreport import ReportOptions, run
+
+    more = set(redact_more)
+    opts = ReportOptions(template=template, url=repo_url, url_limit=url_limit, redact=not no_redact, title=title,
+                         emails=bool(more & {"emails", "all"}), home_users=bool(more & {"users", "all"}),
+                         hostnames=bool(more & {"hosts", "all"}), extra=redact_strings)
+    try:
+        flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
+        result, found = run(inputs, Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot, gpu=gpu,
+                                            cpu_flags=flags), opts)
+        if output is not None:
+            output.write_text(result.text, encoding="utf-8")
+    except CrashlensError as exc:
+        _fail(exc)
+        return
+    except OSError as exc:
+        click.echo(f"crashlens: error: {output}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if output is None:
+        click.echo(result.text, nl=False)
+    for m in result.messages:
+        click.echo(m if m.startswith("crashlens") else f"crashlens: {m}", err=True)
+    sys.exit(EXIT_FOUND if found else EXIT_NOTHING)
 
 
 def entry() -> None:

@@ -1,0 +1,536 @@
+"""Secrets out of text that leaves the machine (bug reports, Markdown, CI summaries).
+
+    redact(text, *, emails=False, home_users=False, hostnames=False, extra=()) -> (text, counts)
+
+Always redacted: API tokens (Hugging Face, GitHub, OpenAI, Anthropic, Slack, W&B, AWS), credentials
+in URLs, `Authorization:` headers and bearer tokens, JWTs, PEM private-key blocks, and values of
+secret-looking assignments (`*_TOKEN=`, `*_KEY=`, `*_SECRET=`, `password=`, `passwd:`, CLI flags
+`--token X`, JSON/YAML/Python-dict keys such as `"api_key": "..."`). Optional: e-mail addresses,
+user names in home paths, host names (`hostnames=True` detects them from syslog/journald
+prefixes, NCCL prefixes, `host : name` and `HOSTNAME=` lines; an iterable also names them).
+`extra` redacts literal strings.
+
+Replacements keep the kind visible (`hf_<redacted>`, `AKIA<redacted>`, `API_KEY=<redacted>`,
+`<email>`, `/home/<user>/`, `<host>`), never add or remove a line (file:line references stay
+valid) and are idempotent: redacting redacted text changes nothing and counts nothing.
+counts maps a kind (KINDS) to how many items were replaced.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+R = "<redacted>"
+
+# kind -> (singular, plural) for summaries
+KINDS: dict[str, tuple[str, str]] = {
+    "private-key": ("private key", "private keys"),
+    "auth-header": ("authorization header", "authorization headers"),
+    "jwt": ("JWT", "JWTs"),
+    "hf-token": ("hf token", "hf tokens"),
+    "github-token": ("GitHub token", "GitHub tokens"),
+    "openai-key": ("OpenAI key", "OpenAI keys"),
+    "anthropic-key": ("Anthropic key", "Anthropic keys"),
+    "slack-token": ("Slack token", "Slack tokens"),
+    "aws-key-id": ("AWS access key id", "AWS access key ids"),
+    "aws-secret": ("AWS secret key", "AWS secret keys"),
+    "wandb-key": ("W&B key", "W&B keys"),
+    "url-credential": ("URL credential", "URL credentials"),
+    "secret": ("secret value", "secret values"),
+    "email": ("e-mail", "e-mails"),
+    "home-user": ("user name", "user names"),
+    "hostname": ("host name", "host names"),
+    "custom": ("custom string", "custom strings"),
+}
+
+Counts = dict[str, int]
+
+
+def _placeholder(value: str) -> bool:
+    """A value that is already a placeholder, a variable reference or plainly not a secret."""
+    v = value.strip().strip("\"'")
+    if not v or "<" in v or ">" in v:
+        return True
+    low = v.lower()
+    if low in ("none", "null", "nil", "true", "false", "yes", "no", "undefined", "unset", "empty", "redacted",
+               "required", "optional", "not set", "n/a", "changeme", "string", "str", "xxx", "***"):
+        return True
+    if set(v) <= set("*xX.•-_#?"):
+        return True
+    if v[0] in "$%{[(@" or v.startswith(("os.environ", "os.getenv", "getenv", "env.", "secrets.", "process.env")):
+        return True  # $VAR, %VAR%, ${{ secrets.X }}, [list], (expr), @file
+    if v.startswith(("/", "~/", "./", "../")) or re.fullmatch(r"[\w.\-/]+\.(?:pem|key|pub|crt|cer|json|txt|ya?ml|"
+                                                              r"p12|pfx|gpg|asc|env|cfg|ini|toml)", v):
+        return True  # a file that holds the secret, not the secret
+    if "(" in v or "[" in v:
+        return True  # code: token=get_token(), key=keys[0]
+    if re.fullmatch(r"(?:self|cls|args|opts|options|config|cfg|settings|kwargs)\.[\w.]+", v):
+        return True  # code: token=self.token
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# names of secret-looking assignments
+
+_ALWAYS_PARTS = {"secret", "password", "passwd", "pwd", "passphrase", "apikey", "secretkey", "accesskey",
+                 "credential", "credentials", "privatekey", "authtoken", "accesstoken"}
+_KEY_PREFIXES = {"api", "access", "secret", "private", "auth", "client", "service", "account", "encryption",
+                 "signing", "master", "license", "app", "subscription", "wandb", "hf", "openai", "anthropic",
+                 "aws", "azure", "gcp", "google", "github", "gitlab", "slack", "comet", "neptune", "hub",
+                 "huggingface", "deepseek", "mistral", "cohere", "groq", "together", "replicate", "pinecone",
+                 "ssh", "gpg", "pgp", "storage", "bucket", "s3", "minio", "db", "database", "redis", "jwt", "session",
+                 "webhook", "bot", "user", "admin", "root", "write", "read"}
+_TOKEN_NOT_SECRET = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "start", "end", "special", "additional",
+                     "decoder", "image", "video", "audio", "num", "max", "min", "first", "last", "next", "prev",
+                     "input", "output", "new", "total", "per", "vision", "boi", "eoi", "eot", "sot", "think",
+                     "tool", "system", "prefix", "suffix", "middle", "fim", "chat", "default", "stop", "bad"}
+
+
+def _name_kind(name: str, *, colon: bool) -> str | None:
+    """The kind of a secret-looking assignment name, or None when the name is not one."""
+    raw = name.strip("-\"'")
+    parts = [p for p in re.split(r"[_.\-]+", raw.lower()) if p]
+    if not parts:
+        return None
+    low = "_".join(parts)
+    last = parts[-1]
+    env_style = raw.isupper() and len(parts) > 1
+    kind = "wandb-key" if "wandb" in parts else "aws-secret" if low.startswith(("aws_secret", "secret_access_key")) \
+        else "secret"
+    if last in _ALWAYS_PARTS or (last == "key" and len(parts) > 1 and parts[-2] in ("secret", "access", "private")
+                                 and (len(parts) == 2 or parts[-3] not in ("public",))):
+        return kind
+    if last == "token":
+        if len(parts) == 1:
+            return None if colon else kind  # `token: expired` is prose; `token=abc` an assignment
+        if env_style or parts[-2] not in _TOKEN_NOT_SECRET:
+            return kind
+        return None
+    if last == "key" and len(parts) > 1:
+        if env_style or parts[-2] in _KEY_PREFIXES:
+            return kind
+        return None
+    if last == "pass" and len(parts) > 1 and parts[-2] in ("db", "user", "admin", "root", "smtp", "mysql", "pg"):
+        return kind
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# patterns
+
+_PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY_LINE = re.compile(r"^[\s\"',]*(?:[A-Za-z0-9+/=]{8,}|Proc-Type:.*|DEK-Info:.*|Comment:.*|<redacted>|)[\s\"',\\n]*$")
+
+_AUTH = re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+                   r"(?:(bearer|basic|token|digest|negotiate|apikey|api-key|bot)(\s+))?([^\s\"',;]+)")
+_BEARER = re.compile(r"\b([Bb]earer|BEARER)(\s+)([A-Za-z0-9._~+/\-]{16,}=*)")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+
+_TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("github-token", re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}")),
+    ("github-token", re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{30,}\b")),
+    ("hf-token", re.compile(r"\b(hf_)[A-Za-z0-9]{30,}\b")),
+    ("hf-token", re.compile(r"\b(api_org_)[A-Za-z0-9]{30,}\b")),
+    ("anthropic-key", re.compile(r"\b(sk-ant-)[A-Za-z0-9_\-]{20,}")),
+    ("openai-key", re.compile(r"\b(sk-(?:proj|svcacct|admin|None)-)[A-Za-z0-9_\-]{20,}")),
+    ("openai-key", re.compile(r"\b(sk-)(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}\b")),
+    ("slack-token", re.compile(r"\b(xox[abposre]-)[A-Za-z0-9\-]{10,}")),
+    ("slack-token", re.compile(r"\b(xapp-)[A-Za-z0-9\-]{10,}")),
+    ("aws-key-id", re.compile(r"\b((?:AKIA|ASIA))[A-Z0-9]{16}\b")),
+)
+_TRUNCATED = re.compile(r"\b(?:(hf_|gh[pousr]_|AKIA|ASIA)[A-Za-z0-9]{8,}|(github_pat_|sk-ant-|sk-proj-|xox[abposre]-)"
+                        r"[A-Za-z0-9_\-]{6,}|(sk-)(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,})(?=…|\.\.\.)")
+_TRUNCATED_KIND = {"hf_": "hf-token", "github_pat_": "github-token", "sk-ant-": "anthropic-key", "sk-proj-": "openai-key",
+                   "sk-": "openai-key", "AKIA": "aws-key-id", "ASIA": "aws-key-id"}
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_WANDB_LOGIN = re.compile(r"(?i)\b(wandb\s+login\s+(?:--relogin\s+|--anonymously\s+|--host[= ]\S+\s+)*)"
+                          r"([A-Za-z0-9_\-]{40,})\b")
+_NETRC = re.compile(r"\b(machine\s+\S+\s+login\s+\S+\s+password\s+)(\S+)")
+
+_URL_CRED = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@<>\"'`]+):([^\s@/<>\"'`]+)@")
+_BARE_CRED = re.compile(r"(?<![\w/:])(x-access-token|oauth2|gitlab-ci-token|x-token-auth|token):([^\s@/<>\"'`]+)@")
+
+# NAME=value, NAME: value, "name": "value", 'name': 'value', export NAME="value"
+_SECRET_END = r"(?i:token|secret|passw(?:or)?d|pwd|pass|passphrase|key|credentials?)"
+_ASSIGN = re.compile(r"""(?P<pre>(?<![\w.\-/])(?P<q>["']?)(?P<name>(?:[A-Za-z_][A-Za-z0-9_.\-]*?)?""" + _SECRET_END + r""")(?P=q)
+                         (?P<sep>[ \t]*(?::|=|=>|\s:=)[ \t]*))
+                         (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|,;&}\])]+)""", re.X)
+_FLAG = re.compile(r"""(?P<pre>(?<![\w\-])--(?P<name>(?:[A-Za-z][A-Za-z0-9_.\-]*?)?""" + _SECRET_END + r""")(?P<sep>=|[ \t]+))
+                       (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|\-][^\s"'`|]*)""", re.X)
+
+_EMAIL = re.compile(r"(?<![\w.+\-])([A-Za-z0-9._%+\-]+)@((?:[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,})\b")
+_HOME = re.compile(r"(/home/|/Users/|/export/home/|/var/home/)([^/\s<>\"':;,]+)(?=[/\s\"':;,]|$)", re.M)
+_WINHOME = re.compile(r"(\b[A-Za-z]:(?:\\\\|\\|/)(?:Users|Documents and Settings)(?:\\\\|\\|/))([^\\/\s<>\"':;,]+)")
+_USERVAR = re.compile(r"(?m)^(\s*(?:export\s+)?(?:USER|LOGNAME|USERNAME|SUDO_USER)\s*=\s*)([A-Za-z0-9._\-]+)")
+_NOT_USERS = {"shared", "public", "default", "all users", "default user", "<user>", "user", "username"}
+
+_HOST_SOURCES = (
+    # syslog / journald short: "Nov 20 03:02:11 gpu-node-07 kernel: ..."
+    re.compile(r"(?m)^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? ([A-Za-z0-9][A-Za-z0-9.\-]*) "
+               r"[\w.@/()\-]+(?:\[\d+\])?: "),
+    # journald short-iso / RFC 5424: "2026-11-20T03:02:11+0000 gpu-node-07 kernel: ..."
+    re.compile(r"(?m)^(?:<\d+>1? )?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
+               r"([A-Za-z0-9][A-Za-z0-9.\-]*) [\w.@/()\-]+(?:\[\d+\])?: "),
+    # torchrun's failure summary and similar key : value blocks
+    re.compile(r"(?mi)^[ \t]*(?:host|hostname|node|nodename|node name)[ \t]*:[ \t]*([A-Za-z0-9][A-Za-z0-9.\-]*)[ \t]*$"),
+    re.compile(r"(?m)^[ \t]*(?:export[ \t]+)?(?:HOSTNAME|HOST|SLURMD_NODENAME)=([A-Za-z0-9][A-Za-z0-9.\-]*)[ \t]*$"),
+    # NCCL: "gpu-node-07:48211:48211 [0] NCCL INFO ..."
+    re.compile(r"(?m)^([A-Za-z][A-Za-z0-9.\-]*):\d+:\d+ \[\d+\] NCCL "),
+)
+_NOT_HOSTS = {"localhost", "localhost.localdomain", "kernel", "unknown", "none", "null", "host", "hostname",
+              "ubuntu", "debian", "linux", "systemd", "0.0.0.0", "127.0.0.1"}
+
+
+class Redactor:
+    """Redaction over several texts (the fields of one report): counts are of distinct items
+    (a token that appears five times is one token), hosts detected in one text are redacted in
+    every later one (learn() them first from all texts)."""
+
+    def __init__(self, *, emails: bool = False, home_users: bool = False, hostnames: bool | Iterable[str] = False,
+                 extra: Iterable[str] = ()) -> None:
+        self.seen: dict[str, set[str]] = {}
+        self.options_emails = emails
+        self.options_home = home_users
+        self.options_hosts = bool(hostnames)
+        self.hosts: set[str] = set() if isinstance(hostnames, bool) else {h for h in hostnames if h}
+        self.extra_strings = [s for s in extra if s and s.strip()]
+
+    @property
+    def counts(self) -> Counts:
+        return {k: len(v) for k, v in self.seen.items() if v}
+
+    def add(self, kind: str, value: str = "") -> None:
+        seen = self.seen.setdefault(kind, set())
+        if len(value) >= 8:  # a value cut short by a renderer and the whole value are one item
+            for other in list(seen):
+                if len(other) >= 8 and (other.startswith(value) or value.startswith(other)):
+                    if len(value) > len(other):
+                        seen.discard(other)
+                        seen.add(value)
+                    return
+        seen.add(value)
+
+    def learn(self, text: str) -> None:
+        """Collect host names from a text (syslog prefixes, `host : name` lines) before redacting."""
+        if self.options_hosts:
+            self.hosts |= _detect_hosts(text)
+
+    def __call__(self, text: str) -> str:
+        return self.redact(text)
+
+    def redact(self, text: str) -> str:
+        if not text:
+            return text
+        if self.extra_strings:
+            text = self.extra(text, self.extra_strings)
+        text = self.pem(text)
+        text = self.auth(text)
+        text = self.tokens(text)
+        text = self.urls(text)
+        text = self.assignments(text)
+        if self.options_emails:
+            text = self.emails(text)
+        if self.options_home:
+            text = self.home_users(text)
+        if self.options_hosts:
+            self.learn(text)
+            text = self.hostnames(text, self.hosts)
+        return text
+
+    def deep(self, value: Any) -> Any:
+        """Every string inside dicts/lists redacted (a template context)."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {k: self.deep(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.deep(v) for v in value]
+        return value
+
+    def summary(self) -> str:
+        return summary(self.counts)
+
+    # --- multi-line private keys -----------------------------------------------------------
+    def pem(self, text: str) -> str:
+        if "PRIVATE KEY" not in text:
+            return text
+        out: list[str] = []
+        pos = 0
+        for m in _PEM_BEGIN.finditer(text):
+            if m.start() < pos:
+                continue
+            end_re = re.compile(r"-----END " + re.escape(m.group(1)) + r"PRIVATE KEY(?: BLOCK)?-----")
+            e = end_re.search(text, m.end(), m.end() + 100_000)
+            if e is not None:
+                body_end, resume = e.start(), e.start()
+            else:  # cut off (a truncated log): the base64 lines that follow
+                body_end = m.end()
+                for line in re.finditer(r"[^\n]*(?:\n|$)", text[m.end():]):
+                    seg = line.group(0)
+                    if not seg:
+                        break
+                    if body_end > m.end() and not _PEM_BODY_LINE.match(seg.rstrip("\n")):
+                        break
+                    if body_end == m.end() and seg.strip() and not _PEM_BODY_LINE.match(seg.rstrip("\n")):
+                        break
+                    body_end = m.end() + line.end()
+                resume = body_end
+            body = text[m.end():body_end]
+            new = self._pem_body(body)
+            out.append(text[pos:m.end()])
+            out.append(new)
+            if new != body:
+                self.add("private-key", re.sub(r"(?:\\[rn]|\s|[\"',])+", "", body))
+            pos = resume
+        out.append(text[pos:])
+        return "".join(out)
+
+    @staticmethod
+    def _pem_body(body: str) -> str:
+        if "\n" not in body:
+            # one line with escaped newlines (a JSON service-account file): keep the escapes at the edges
+            m = re.fullmatch(r"((?:\\r)?(?:\\n)?)(.*?)((?:\\r)?(?:\\n)?)", body, re.S)
+            if m is None or not m.group(2).strip() or m.group(2) == R:
+                return body
+            return m.group(1) + R + m.group(3)
+        lines = body.split("\n")
+        new_lines = []
+        for i, line in enumerate(lines):
+            m = re.fullmatch(r"(\s*)(.*?)(\s*)", line, re.S)
+            assert m is not None
+            content = m.group(2)
+            if not content or content == R:
+                new_lines.append(line)
+            elif i == 0 or i == len(lines) - 1:
+                # the rest of the BEGIN line or the indentation before END: only base64 is redacted
+                new_lines.append(line if not re.search(r"[A-Za-z0-9+/=]{8,}", content) else m.group(1) + R + m.group(3))
+            else:
+                new_lines.append(m.group(1) + R + m.group(3))
+        return "\n".join(new_lines)
+
+    # --- headers, tokens, URLs ---------------------------------------------------------------
+    def auth(self, text: str) -> str:
+        def header(m: re.Match[str]) -> str:
+            value = m.group(4)
+            scheme = m.group(2)
+            if _placeholder(value) or len(value) < 8 or not (scheme or re.search(r"\d", value) or len(value) >= 16):
+                return m.group(0)
+            self.add("auth-header", value)
+            return m.group(1) + (scheme + m.group(3) if scheme else "") + R
+
+        def bearer(m: re.Match[str]) -> str:
+            if not re.search(r"\d", m.group(3)):
+                return m.group(0)
+            self.add("auth-header", m.group(3))
+            return m.group(1) + m.group(2) + R
+
+        def jwt(m: re.Match[str]) -> str:
+            self.add("jwt", m.group(0))
+            return "eyJ" + R
+
+        if re.search(r"(?i)authorization", text):
+            text = _AUTH.sub(header, text)
+        if re.search(r"(?i)bearer", text):
+            text = _BEARER.sub(bearer, text)
+        if "eyJ" in text:
+            text = _JWT.sub(jwt, text)
+        return text
+
+    def tokens(self, text: str) -> str:
+        aws_lines: list[int] = []
+        for kind, pattern in _TOKENS:
+            def repl(m: re.Match[str], kind: str = kind) -> str:
+                self.add(kind, m.group(0).rstrip("…"))
+                if kind == "aws-key-id":
+                    aws_lines.append(m.string.count("\n", 0, m.start()))
+                return m.group(1) + R
+
+            text = pattern.sub(repl, text)
+        if "…" in text or "..." in text:  # a token a renderer cut short: its visible part goes too
+            def cut(m: re.Match[str]) -> str:
+                p = m.group(1) or m.group(2) or m.group(3)
+                kind = "github-token" if p.startswith("gh") else "slack-token" if p.startswith("xox") else \
+                    _TRUNCATED_KIND.get(p, "secret")
+                self.add(kind, m.group(0))
+                return p + R
+
+            text = _TRUNCATED.sub(cut, text)
+        if aws_lines:
+            text = self._aws_secrets(text, aws_lines)
+        if "wandb" in text.lower():
+            def wandb(m: re.Match[str]) -> str:
+                self.add("wandb-key", m.group(2))
+                return m.group(1) + R
+
+            text = _WANDB_LOGIN.sub(wandb, text)
+        if "machine" in text:
+            def netrc(m: re.Match[str]) -> str:
+                if _placeholder(m.group(2)):
+                    return m.group(0)
+                self.add("wandb-key" if "wandb" in m.group(1) else "secret", m.group(2))
+                return m.group(1) + R
+
+            text = _NETRC.sub(netrc, text)
+        return text
+
+    def _aws_secrets(self, text: str, near: list[int]) -> str:
+        """A 40-character AWS secret key on the line of an access key id or the 3 lines around it."""
+        lines = text.split("\n")
+        todo = sorted({j for i in near for j in range(max(0, i - 3), min(len(lines), i + 4))})
+        for j in todo:
+            def repl(m: re.Match[str]) -> str:
+                self.add("aws-secret", m.group(0))
+                return R
+
+            lines[j] = _AWS_SECRET.sub(repl, lines[j])
+        return "\n".join(lines)
+
+    def urls(self, text: str) -> str:
+        def cred(m: re.Match[str]) -> str:
+            user, password = m.group(2), m.group(3)
+            if _placeholder(password) or password.isdigit():
+                return m.group(0)
+            self.add("github-token" if user == "x-access-token" else "url-credential", password)
+            return f"{m.group(1)}{user}:{R}@"
+
+        def bare(m: re.Match[str]) -> str:
+            if _placeholder(m.group(2)):
+                return m.group(0)
+            self.add("github-token" if m.group(1) == "x-access-token" else "url-credential", m.group(2))
+            return f"{m.group(1)}:{R}@"
+
+        if "@" in text:
+            text = _URL_CRED.sub(cred, text)
+            text = _BARE_CRED.sub(bare, text)
+        return text
+
+    # --- assignments -----------------------------------------------------------------------
+    def assignments(self, text: str) -> str:
+        def value_repl(m: re.Match[str], kind: str | None) -> str:
+            val = m.group("val")
+            if kind is None or _placeholder(val):
+                return m.group(0)
+            inner = val[1:-1] if val[:1] in "\"'" and val[-1:] == val[:1] and len(val) > 1 else val
+            if inner.lower() == m.group("name").lower().strip("-"):
+                return m.group(0)
+            self.add(kind, inner)
+            new = val[0] + R + val[-1] if inner is not val else R
+            return m.group("pre") + new
+
+        def assign(m: re.Match[str]) -> str:
+            sep = m.group("sep").strip()
+            colon = sep == ":"
+            name = m.group("name")
+            if colon and not m.group("q") and not re.search(r"[_.\-]", name) and \
+                    name.lower() not in ("password", "passwd", "secret", "passphrase", "pwd"):
+                return m.group(0)  # `Token: ...` / `Key: ...` in prose
+            return value_repl(m, _name_kind(name, colon=colon))
+
+        def flag(m: re.Match[str]) -> str:
+            return value_repl(m, _name_kind(m.group("name"), colon=False))
+
+        text = _ASSIGN.sub(assign, text)
+        if "--" in text:
+            text = _FLAG.sub(flag, text)
+        return text
+
+    # --- optional: personal data -----------------------------------------------------------
+    def emails(self, text: str) -> str:
+        def repl(m: re.Match[str]) -> str:
+            if m.group(1).lower() in ("git", "noreply") or m.group(2).lower().endswith((".py", ".so", ".cu", ".h")):
+                return m.group(0)
+            self.add("email", m.group(0).lower())
+            return "<email>"
+
+        return _EMAIL.sub(repl, text) if "@" in text else text
+
+    def home_users(self, text: str) -> str:
+        def repl(m: re.Match[str]) -> str:
+            if m.group(2).lower() in _NOT_USERS or "<" in m.group(2):
+                return m.group(0)
+            self.add("home-user", m.group(2))
+            return m.group(1) + "<user>"
+
+        text = _HOME.sub(repl, text)
+        text = _WINHOME.sub(repl, text)
+        return _USERVAR.sub(repl, text)
+
+    def hostnames(self, text: str, names: Iterable[str]) -> str:
+        found = {n for n in names if n}
+        # a fully qualified name also stands for its first label ("node7.cluster" -> "node7")
+        for h in list(found):
+            if "." in h and not re.fullmatch(r"[\d.]+", h):
+                short = h.split(".", 1)[0]
+                if len(short) >= 3 and short.lower() not in _NOT_HOSTS:
+                    found.add(short)
+        for h in sorted(found, key=len, reverse=True):
+            if h not in text:
+                continue
+            pattern = re.compile(r"(?<![\w\-.<])" + re.escape(h) + r"(?![\w\-]|\.[A-Za-z0-9])")
+
+            def repl(m: re.Match[str], h: str = h) -> str:
+                self.add("hostname", h.split(".", 1)[0].lower())
+                return "<host>"
+
+            text = pattern.sub(repl, text)
+        return text
+
+    def extra(self, text: str, strings: Iterable[str]) -> str:
+        for s in sorted({s for s in strings if s and s.strip()}, key=len, reverse=True):
+            if s in text:
+                self.add("custom", s)
+                text = text.replace(s, R)
+        return text
+
+
+def _detect_hosts(text: str) -> set[str]:
+    found: set[str] = set()
+    for pattern in _HOST_SOURCES:
+        for m in pattern.finditer(text):
+            h = m.group(1).rstrip(".")
+            if len(h) >= 3 and h.lower() not in _NOT_HOSTS and not re.fullmatch(r"[\d.]+", h) and "<" not in h:
+                found.add(h)
+    return found
+
+
+def redact(text: str, *, emails: bool = False, home_users: bool = False, hostnames: bool | Iterable[str] = False,
+           extra: Iterable[str] = ()) -> tuple[str, Counts]:
+    """Redact secrets (and optionally personal data) from text: (redacted text, counts of the
+    distinct items redacted, per kind)."""
+    r = Redactor(emails=emails, home_users=home_users, hostnames=hostnames, extra=extra)
+    r.learn(text)
+    return r.redact(text), r.counts
+
+
+def merge(*counts: Mapping[str, int]) -> Counts:
+    out: Counts = {}
+    for c in counts:
+        for k, v in c.items():
+            if v:
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def summary(counts: Mapping[str, int]) -> str:
+    """`crashlens redacted 3 items: 2 hf tokens, 1 e-mail` (or `… redacted no items`)."""
+    total = sum(counts.values())
+    if not total:
+        return "crashlens redacted no items (no secrets found)"
+    order = list(KINDS)
+    parts = []
+    for kind in sorted(counts, key=lambda k: (-counts[k], order.index(k) if k in order else 99)):
+        n = counts[kind]
+        if n:
+            one, many = KINDS.get(kind, (kind, kind + "s"))
+            parts.append(f"{n} {one if n == 1 else many}")
+    return f"crashlens redacted {total} item{'s' if total != 1 else ''}: {', '.join(parts)}"
+
+
+def shareable(text: str, redact_on: bool = True, **options) -> str:
+    """Text about to leave the machine (`analyze --markdown`, a CI summary): redacted, with a
+    closing line that says how many items were redacted. redact_on=False returns it as is."""
+    if not redact_on:
+        return text
+    new, counts = redact(text, **options)
+    return new.rstrip("\n") + "\n\n" + summary(counts)
