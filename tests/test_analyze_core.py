@@ -71,3 +71,25 @@ def test_abort_core_names_the_culprit_and_gives_a_backtrace(tmp_path: Path):
     assert all(f["trust"] in ("context", "cfi", "fp", "scan") for f in doc["backtrace"])
     assert "check_config" in a.causes[0].explanation
     assert any(f.function == "check_config" for f in a.code_path)
+
+
+def test_faulthandler_log_and_core_merge_python_and_native_frames(tmp_path: Path):
+    import subprocess
+
+    script = tmp_path / "job.py"
+    script.write_text("import ctypes\n\ndef load(p):\n    return ctypes.string_at(p)\n\ndef main():\n    load(0)\n\nmain()\n")
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        subprocess.run(["bash", "-c", f"ulimit -c unlimited; exec {sys.executable} -X faulthandler {script}"],
+                       cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+    cores = sorted(tmp_path.glob("core*"))
+    if not cores:
+        pytest.skip("no core file was written")
+    a = analyze_paths([log, cores[0]])
+    assert a.causes[0].category == "native-segfault"
+    kinds = [f.kind for f in a.code_path]
+    functions = [f.function for f in a.code_path]
+    # the Python frames from faulthandler come first, then the native frames below the interpreter
+    assert "load" in functions and "main" in functions and kinds[-1] == "native"
+    assert functions.index("load") < len(functions) - 1
+    assert not any(f.kind == "native" and (f.module or "").rsplit("/", 1)[-1].startswith("python") for f in a.code_path)

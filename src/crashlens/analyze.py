@@ -361,6 +361,14 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
     return crashes, evidence, notes
 
 
+_INTERPRETER = re.compile(r"(?:^|/)(?:python[\d.]*|libpython[\d.]*\.so[\d.]*)$")
+
+
+def _interpreter_frame(f: Frame) -> bool:
+    """A frame of the Python interpreter itself (eval loop, call machinery, faulthandler)."""
+    return bool(_INTERPRETER.search(f.module or "")) or f.function.startswith(("_Py", "Py", "faulthandler"))
+
+
 def code_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
     """Frames outermost -> innermost, ending with the failing operation."""
     if exc is None:
@@ -422,9 +430,16 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     causes, secondary, primary = rank(firings, exceptions, rules, env, col.items)
     exc = _exception_for(primary, col.items)
     path = code_path(exc, causes[0] if causes else None)
-    if not path and crashes and crashes[0].get("backtrace_list"):
-        path = tuple(Frame("native", f.get("function") or "", f.get("file") or "", f.get("line"), "",
-                           f.get("module") or "") for f in reversed(crashes[0]["backtrace_list"][:16]))
+    if crashes and crashes[0].get("backtrace_list"):
+        native = [Frame("native", f.get("function") or "", f.get("file") or "", f.get("line"), "", f.get("module") or "")
+                  for f in reversed(crashes[0]["backtrace_list"][:16])]
+        if not path:
+            path = tuple(native)
+        elif exc is not None and exc.facts.get("type") == "Fatal Python error":
+            # faulthandler's Python frames (outermost first), then the native frames below the
+            # interpreter: where the Python call ended up in native code
+            last = max((i for i, f in enumerate(native) if _interpreter_frame(f)), default=-1)
+            path = tuple([f for f in path if f.kind in ("user", "library")] + native[last + 1:][-8:])
     if not any(inp.kind == "text" for inp in inputs) and not any(i.kind in ("elf", "elf-core") for i in inputs):
         pass
     return Analysis(
