@@ -93,3 +93,16 @@ def test_faulthandler_log_and_core_merge_python_and_native_frames(tmp_path: Path
     assert "load" in functions and "main" in functions and kinds[-1] == "native"
     assert functions.index("load") < len(functions) - 1
     assert not any(f.kind == "native" and (f.module or "").rsplit("/", 1)[-1].startswith("python") for f in a.code_path)
+
+
+def test_library_found_by_build_id_under_lib_path(tmp_path: Path):
+    """The crashed program's file was moved and renamed: found again by its build-id."""
+    prog, core = _core("segv", tmp_path)
+    elsewhere = tmp_path / "libs" / "deeper"
+    elsewhere.mkdir(parents=True)
+    moved = elsewhere / "renamed.so"
+    prog.rename(moved)
+    a = analyze_paths([core], Options(lib_paths=(tmp_path / "libs",)))
+    mods = {m["path"]: m for m in a.crash["modules_list"]}
+    assert mods[str(prog)]["found_at"] == str(moved) and mods[str(prog)]["mismatch"] is False
+    assert a.crash["function"] == "store_value"

@@ -270,12 +270,32 @@ def trap_site(trap: Evidence, path: str, cpu_flags: set[str] | None) -> Evidence
     return Evidence("crash", text, Loc(path), facts=facts)
 
 
-def _resolver(opts: Options):
-    """path in the crashed process -> a file here (under --sysroot, as is, or by name under --lib-path)."""
-    from .inputs.libraries import locate
+def _resolver(opts: Options, build_ids: dict[str, str] | None = None):
+    """path in the crashed process -> a file here: under --sysroot, as is, or by name under
+    --lib-path; when that file is missing or its build-id differs from the one the core
+    recorded (build_ids: path -> build-id), the file with that build-id under --lib-path."""
+    from .inputs.libraries import build_id_index, locate
+
+    by_id: dict[str, str] | None = None
 
     def resolve(path: str) -> str | None:
+        nonlocal by_id
         (ref,) = locate([(path, None)], lib_paths=opts.lib_paths, sysroot=opts.sysroot)
+        want = (build_ids or {}).get(path)
+        if want and opts.lib_paths:
+            found = ref.path
+            if found is not None:
+                from .binary.elffacts import read_elf_facts
+                from .errors import CrashlensError
+
+                try:
+                    if read_elf_facts(found).build_id == want:
+                        return found
+                except CrashlensError:
+                    pass
+            if by_id is None:
+                by_id = build_id_index(opts.lib_paths)
+            return by_id.get(want, found)
         return ref.path
 
     return resolve
@@ -305,7 +325,9 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
             continue
         with core:
             try:
-                site = crash_site(core, file_resolver=_resolver(opts), cpu_flags=flags)
+                build_ids = {m.path: m.build_id for m in core.modules if m.build_id}
+                resolve = _resolver(opts, build_ids)
+                site = crash_site(core, file_resolver=resolve, cpu_flags=flags)
             except CrashlensError as exc:
                 notes.append(f"{inp.name}: crash site not found: {exc}")
                 continue
@@ -315,7 +337,7 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
                 from .binary.unwind import backtrace, culprit
 
                 bt = backtrace(core, start=dict(site.registers) if site.method == "signal-frame" else None,
-                               file_resolver=_resolver(opts), sysroot=opts.sysroot)
+                               file_resolver=resolve, sysroot=opts.sysroot)
                 j["backtrace_list"] = bt.to_json()
                 notes += [f"{inp.name}: backtrace: {n}" for n in bt.notes[:3]]
                 if site.signal_name == "SIGABRT" or site.signal_name == "SIGILL":
@@ -330,7 +352,6 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
             j["source"] = inp.name
             j["command"] = core.process.command if core.process else None
             j["args"] = core.process.args if core.process else None
-            resolve = _resolver(opts)
             j["threads_list"] = [{"index": t.index, "tid": t.tid, "pc": hex(t.pc) if t.pc is not None else None,
                                   "crashed": t.index == site.thread_index}
                                  for t in core.threads]

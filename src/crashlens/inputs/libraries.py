@@ -79,6 +79,23 @@ def _index(lib_paths: Sequence[Path]) -> dict[str, str]:
     return index
 
 
+def build_id_index(lib_paths: Sequence[Path]) -> dict[str, str]:
+    """build-id (hex) -> path of every ELF shared object under the --lib-path folders (bounded
+    walk; reading a build-id costs one header read per file)."""
+    from ..binary.elffacts import read_elf_facts
+    from ..errors import CrashlensError
+
+    out: dict[str, str] = {}
+    for path in _index(lib_paths).values():
+        try:
+            bid = read_elf_facts(path).build_id
+        except (CrashlensError, OSError):
+            continue
+        if bid:
+            out.setdefault(bid, path)
+    return out
+
+
 def locate(names: Sequence[tuple[str, Evidence | None]], *, inputs: Sequence[InputFile] = (),
            lib_paths: Sequence[Path] = (), sysroot: Path | None = None) -> list[LibraryRef]:
     index = _index(lib_paths) if lib_paths else {}
