@@ -106,3 +106,22 @@ def test_library_found_by_build_id_under_lib_path(tmp_path: Path):
     mods = {m["path"]: m for m in a.crash["modules_list"]}
     assert mods[str(prog)]["found_at"] == str(moved) and mods[str(prog)]["mismatch"] is False
     assert a.crash["function"] == "store_value"
+
+
+def test_python_frames_from_the_core_with_pystack(tmp_path: Path):
+    pytest.importorskip("pystack.engine", reason="pystack (the [python] extra) is not installed")
+    import subprocess
+
+    script = tmp_path / "job.py"
+    script.write_text("import ctypes\n\ndef load(p):\n    return ctypes.string_at(p)\n\ndef main():\n    load(0)\n\nmain()\n")
+    subprocess.run(["bash", "-c", f"ulimit -c unlimited; exec {sys.executable} {script}"], cwd=tmp_path,
+                   capture_output=True)
+    cores = sorted(tmp_path.glob("core*"))
+    if not cores:
+        pytest.skip("no core file was written")
+    a = analyze_paths([cores[0]])  # no log: the Python frames come from the core itself
+    assert a.causes[0].category == "native-segfault"
+    py = a.crash.get("python_frames")
+    assert py and [f["function"] for f in py][-3:] == ["main", "load", "string_at"]
+    functions = [f.function for f in a.code_path]
+    assert functions.index("load") < functions.index("string_at") and a.code_path[-1].kind == "native"

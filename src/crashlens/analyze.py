@@ -9,7 +9,7 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import regex as re
 
@@ -301,6 +301,27 @@ def _resolver(opts: Options, build_ids: dict[str, str] | None = None):
     return resolve
 
 
+def _is_python(core: Any) -> bool:
+    exe = (core.auxv.execfn if core.auxv else None) or (core.process.command if core.process else "") or ""
+    return os.path.basename(exe).startswith("python")
+
+
+def _core_python_frames(core: Any, inp: InputFile, site: Any, resolve: Any) -> tuple[list[Frame] | None, str]:
+    """Python frames of the crashing thread when the core is a Python process's and pystack can read it."""
+    if not _is_python(core) or "!" in inp.name or not os.path.isfile(inp.name):
+        return None, ""
+    from .binary.pyframes import python_frames
+
+    exe = resolve(core.auxv.execfn) if core.auxv and core.auxv.execfn else None
+    if exe is None:
+        mods = [m.path for m in core.modules if os.path.basename(m.path).startswith("python")]
+        exe = resolve(mods[0]) if mods else None
+    if exe is None:
+        return None, "Python frames: the interpreter binary was not found (pass --sysroot/--lib-path)"
+    tid = core.threads[site.thread_index].tid if site.thread_index is not None else None
+    return python_frames(inp.name, exe, tid)
+
+
 def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tuple[list[dict], list[Evidence], list[str]]:
     """The crash site of every core among the inputs: `crash` evidence for the rules and the
     JSON `crash` object."""
@@ -352,6 +373,11 @@ def analyze_cores(inputs: Sequence[InputFile], env: dict, opts: Options) -> tupl
             j["source"] = inp.name
             j["command"] = core.process.command if core.process else None
             j["args"] = core.process.args if core.process else None
+            py, py_note = _core_python_frames(core, inp, site, resolve)
+            if py is not None:
+                j["python_frames"] = [{"file": f.file, "line": f.line, "function": f.function, "kind": f.kind} for f in py]
+            if py_note and (py is not None or _is_python(core)):
+                notes.append(f"{inp.name}: {py_note}")
             j["threads_list"] = [{"index": t.index, "tid": t.tid, "pc": hex(t.pc) if t.pc is not None else None,
                                   "crashed": t.index == site.thread_index}
                                  for t in core.threads]
@@ -454,7 +480,11 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     if crashes and crashes[0].get("backtrace_list"):
         native = [Frame("native", f.get("function") or "", f.get("file") or "", f.get("line"), "", f.get("module") or "")
                   for f in reversed(crashes[0]["backtrace_list"][:16])]
-        if not path:
+        py = [Frame(f["kind"], f["function"], f["file"], f["line"]) for f in crashes[0].get("python_frames") or []]
+        last = max((i for i, f in enumerate(native) if _interpreter_frame(f)), default=-1)
+        if not path and py:
+            path = tuple(py + native[last + 1:][-8:])
+        elif not path:
             path = tuple(native)
         elif exc is not None and exc.facts.get("type") == "Fatal Python error":
             # faulthandler's Python frames (outermost first), then the native frames below the
