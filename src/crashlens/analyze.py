@@ -181,7 +181,7 @@ def cpu_flags_from_file(path: str) -> set[str] | None:
 
 
 def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], lines: Sequence[Evidence],
-                      env: dict, opts: Options) -> tuple[list["LibraryReport"], list[Evidence], list[str]]:
+                      env: dict, opts: Options) -> tuple[list[Any], list[Evidence], list[str]]:
     """Find the libraries the evidence involves, inspect them, and return library evidence."""
     from .inputs.libraries import locate, named_libraries
 

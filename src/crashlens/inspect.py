@@ -9,7 +9,7 @@ other parts are still reported.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Collection
 
 from .binary.cudacompat import Verdict, compatible

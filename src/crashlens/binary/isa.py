@@ -33,7 +33,6 @@ import json
 import os
 import re
 import sqlite3
-import struct
 import time
 from bisect import bisect_right
 from collections import Counter
@@ -392,35 +391,26 @@ def build_id(elf: ElfFile) -> str | None:
     return None
 
 
-GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
-GNU_PROPERTY_X86_ISA_1_USED = 0xC0010002
-GNU_PROPERTY_X86_FEATURE_1_AND = 0xC0000002
-
-
 @strict
 def gnu_property(elf: ElfFile) -> dict[str, Any]:
-    """x86 ISA levels and CET bits from .note.gnu.property (FACTS.md section 6)."""
+    """x86 ISA levels and CET bits from .note.gnu.property (FACTS.md section 6), as decoded by
+    binary.elffacts, in the census's shape."""
+    from .elffacts import read_elf_facts
+
+    props = read_elf_facts(elf).gnu_properties
     out: dict[str, Any] = {}
-    for name, typ, desc in _notes(elf):
-        if name != "GNU" or typ != 5:
+    if props is None:
+        return out
+    for key, bits in (("isa_needed", props.isa_needed_bits), ("isa_used", props.isa_used_bits)):
+        if bits is None:
             continue
-        pos = 0
-        while pos + 8 <= len(desc):
-            pr_type, pr_size = struct.unpack_from("<II", desc, pos)
-            body = desc[pos + 8:pos + 8 + pr_size]
-            pos += 8 + ((pr_size + 7) & ~7)
-            if len(body) < 4:
-                break
-            bits = struct.unpack_from("<I", body)[0]
-            if pr_type in (GNU_PROPERTY_X86_ISA_1_NEEDED, GNU_PROPERTY_X86_ISA_1_USED):
-                levels = [lvl for lvl in range(1, 5) if bits & (1 << (lvl - 1))]
-                key = "isa_needed" if pr_type == GNU_PROPERTY_X86_ISA_1_NEEDED else "isa_used"
-                out[key] = [LEVEL_NAMES[lvl] for lvl in levels]
-                if key == "isa_needed":
-                    out["needed_level"] = max(levels) if levels else 1
-            elif pr_type == GNU_PROPERTY_X86_FEATURE_1_AND:
-                out["ibt"] = bool(bits & 1)
-                out["shstk"] = bool(bits & 2)
+        levels = [lvl for lvl in range(1, 5) if bits & (1 << (lvl - 1))]
+        out[key] = [LEVEL_NAMES[lvl] for lvl in levels]
+        if key == "isa_needed":
+            out["needed_level"] = max(levels) if levels else 1
+    if props.x86_features_bits is not None:
+        out["ibt"] = bool(props.x86_features_bits & 1)
+        out["shstk"] = bool(props.x86_features_bits & 2)
     return out
 
 

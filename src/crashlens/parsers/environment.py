@@ -331,8 +331,8 @@ _RULES: tuple[_Rule, ...] = (
           r"\bdevice\s*(?P<index>\d+)\s*:\s*(?P<name>[^,]+?)\s*,\s*compute capability\s*:?\s*(?P<cc>\d+\.\d+)",
           "gpus", _gpu, flags=_I),
     _rule("compute capability",
-          rf"device:\s*(?P<index>\d+),\s*name:\s*(?P<name>[^,]+),\s*pci bus id:\s*(?P<pci>[0-9a-fA-F:.]+),"
-          rf"\s*compute capability:\s*(?P<cc>\d+\.\d+)", "gpus", _gpu),
+          r"device:\s*(?P<index>\d+),\s*name:\s*(?P<name>[^,]+),\s*pci bus id:\s*(?P<pci>[0-9a-fA-F:.]+),"
+          r"\s*compute capability:\s*(?P<cc>\d+\.\d+)", "gpus", _gpu),
     _rule("computecapability", r"name:\s*(?P<name>.+?)\s+computeCapability:\s*(?P<cc>\d+\.\d+)", "gpus", _gpu),
     _rule("major:", r"\bname:\s*(?P<name>.+?)\s+major:\s*(?P<maj>\d+)\s+minor:\s*(?P<min>\d+)", "gpus", _gpu),
     _rule("streamexecutor device",

@@ -321,10 +321,8 @@ def parse_tracebacks(lines: Iterable[Line]) -> list[Evidence]:
     torchrun: list[Evidence] = []
     tr_block: dict[str, str] | None = None
     tr_loc: Loc | None = None
-    source = ""
     previous = 0
     for line in lines:
-        source = line.loc.source
         if previous and line.loc.line != previous + 1:
             for q in parsers.values():
                 q.gap()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import Analysis, Frame
+from ..model import Analysis
 from .text import code_path_line, fmt_evidence
 
 
