@@ -38,8 +38,9 @@ def test_amx_sigill_core_gives_instruction_and_verdict(tmp_path: Path):
     assert any(e.kind == "crash" for e in top.evidence)
     assert a.crash is not None and a.crash["cpu_supports"] is False and a.crash["function"] == "tile_setup"
     from crashlens.report.json import to_dict
+    from crashlens.signature import signature
 
-    doc = to_dict(a)
+    doc = to_dict(a, signature(a))
     assert doc["crash"]["signal"] == "SIGILL" and doc["crash"]["required_isa"] == ["AMX-TILE"]
     json.dumps(doc)
 
@@ -64,8 +65,9 @@ def test_abort_core_names_the_culprit_and_gives_a_backtrace(tmp_path: Path):
     a = analyze_paths([core])
     assert a.crash is not None and a.crash.get("culprit_function") == "check_config"
     from crashlens.report.json import to_dict
+    from crashlens.signature import signature
 
-    doc = to_dict(a)
+    doc = to_dict(a, signature(a))
     functions = [f["function"] for f in doc["backtrace"]]
     assert "check_config" in functions and functions.index("check_config") > 0
     assert all(f["trust"] in ("context", "cfi", "fp", "scan") for f in doc["backtrace"])

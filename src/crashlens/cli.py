@@ -71,10 +71,13 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
             click.echo(f"crashlens: {n}", err=True)
         click.echo("crashlens: error: none of the inputs could be read as a log, dmesg, core or library", err=True)
         sys.exit(EXIT_USAGE)
+    from .signature import signature
+
+    sig = signature(result)  # a stage of its own: the renderers receive it
     code = ci.exit_code(result, gate)
     if github or junit_file or codequality_file:
         try:
-            ci.emit(result, github=github, junit=junit_file, codequality=codequality_file, code=code, top=top,
+            ci.emit(result, sig, github=github, junit=junit_file, codequality=codequality_file, code=code, top=top,
                     verbose=verbose, fmt="json" if as_json else "markdown" if as_markdown else "terminal",
                     redact=not no_redact)
         except CrashlensError as exc:
@@ -84,19 +87,19 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     if as_json:
         from .report.json import render
 
-        click.echo(render(result))
+        click.echo(render(result, sig))
     elif as_markdown:
         from .report.markdown import render as render_md
 
         from .report.redact import shareable
 
-        click.echo(shareable(render_md(result, top), not no_redact))
+        click.echo(shareable(render_md(result, sig, top), not no_redact))
     else:
         from rich.console import Console
 
         from .report.terminal import render as render_term
 
-        render_term(result, Console(), top, verbose)
+        render_term(result, sig, Console(), top, verbose)
     sys.exit(code)
 
 
@@ -285,17 +288,27 @@ def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, 
            rules_dir: Path | None, lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None,
            cpu_flags: str | None) -> None:
     """Fill a bug report (built-in, a Markdown template or a GitHub issue form) from an analysis. docs/report.md"""
-    from .analyze import Options
-    from .report.bugreport import ReportOptions, run
+    from .analyze import Options, analyze_paths
+    from .errors import InputError
+    from .report.bugreport import ReportOptions, TemplateError, make_report, validate_repo
+    from .signature import signature
 
     more = set(redact_more)
     opts = ReportOptions(template=template, url=repo_url, url_limit=url_limit, redact=not no_redact, title=title,
                          emails=bool(more & {"emails", "all"}), home_users=bool(more & {"users", "all"}),
                          hostnames=bool(more & {"hosts", "all"}), extra=redact_strings)
     try:
+        if repo_url:
+            validate_repo(repo_url)
+        if template is not None and not template.is_file():
+            raise TemplateError(f"template {template}: no such file")
         flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
-        result, found = run(inputs, Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot, gpu=gpu,
-                                            cpu_flags=flags), opts)
+        a = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot, gpu=gpu,
+                                                cpu_flags=flags))
+        if not any(i.kind in ("text", "elf", "elf-core") for i in a.inputs):
+            raise InputError("none of the inputs could be read as a log, dmesg, core or library"
+                             + (f" ({a.notes[0]})" if a.notes else ""))
+        result, found = make_report(a, signature(a), opts), bool(a.causes)
         if output is not None:
             output.write_text(result.text, encoding="utf-8")
     except CrashlensError as exc:

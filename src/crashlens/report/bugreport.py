@@ -22,6 +22,7 @@ from urllib.parse import quote, urlencode
 
 from ..errors import CrashlensError
 from ..model import Analysis
+from ..signature import Signature
 from . import redact as redaction
 
 URL_LIMIT = 8000  # characters of a whole prefilled URL (GitHub answers 414 beyond roughly 8 KB)
@@ -405,14 +406,14 @@ def _summary(d: Mapping[str, Any], primary: Mapping[str, Any] | None, env: Mappi
     return " ".join(bits)
 
 
-def context(a: Analysis, red: "redaction.Redactor | None" = None) -> dict[str, Any]:
+def context(a: Analysis, sig: Signature, red: "redaction.Redactor | None" = None) -> dict[str, Any]:
     """The template context: every key of the analysis JSON (docs/json-schema.md) plus helpers.
     With a Redactor, the analysis is redacted before anything is composed or cut from it."""
     from ..model import Frame
     from .json import to_dict
     from .text import code_path_line as _cpl
 
-    d = to_dict(a)
+    d = to_dict(a, sig)
     scrub = red if red is not None else (lambda text: text)
     if red is not None:
         if red.options_hosts:  # host names are named by prefixes the analysis strips: read them from the logs
@@ -928,7 +929,7 @@ _CUT_FIRST = {"context": 3.0, "solution": 2.0, "testing": 2.0, "environment": 1.
               "logs_plain": 1.0, "steps": 0.7, "command_plain": 0.5, "expected": 0.7, "actual": 0.7, "summary": 0.5}
 
 
-def _validate_repo(url: str) -> str:
+def validate_repo(url: str) -> str:
     m = re.fullmatch(r"(https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+?)(?:\.git)?/?", url.strip())
     if not m:
         raise CrashlensError(f"--url {url!r} is not a repository URL",
@@ -943,7 +944,7 @@ def issue_url(repo: str, params: list[tuple[str, str]], shrinkable: Mapping[str,
     until it fits (shrinkable: field -> "log", cut from the middle keeping its end, or
     "markdown", cut section by section); a field's weight (default 1) makes it cut sooner.
     Returns (url, notes about what was cut)."""
-    base = _validate_repo(repo) + "/issues/new?"
+    base = validate_repo(repo) + "/issues/new?"
     values = dict(params)
     order = [k for k, _ in params]
     notes: list[str] = []
@@ -1037,12 +1038,12 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
-def make_report(a: Analysis, opts: ReportOptions) -> ReportResult:
+def make_report(a: Analysis, sig: Signature, opts: ReportOptions) -> ReportResult:
     red = redaction.Redactor(emails=opts.emails, home_users=opts.home_users, hostnames=opts.hostnames,
                              extra=opts.extra) if opts.redact else None
     # the analysis is redacted first (templates cut long strings, and a secret cut short is no
     # longer recognised), then everything that is printed
-    ctx = context(a, red)
+    ctx = context(a, sig, red)
     if opts.title:
         ctx["title"] = opts.title
     scrub = red if red is not None else (lambda text: text)
@@ -1107,18 +1108,3 @@ def make_report(a: Analysis, opts: ReportOptions) -> ReportResult:
         return ReportResult(url + "\n", notes + ([footer] if footer else []), counts)
     return ReportResult(text, [], counts)
 
-
-def run(inputs: Sequence[str], analysis_options: Any, opts: ReportOptions) -> tuple[ReportResult, bool]:
-    """Analyse the inputs and make the report: (result, whether a cause was found)."""
-    from ..analyze import analyze_paths
-    from ..errors import InputError
-
-    if opts.url:
-        _validate_repo(opts.url)
-    if opts.template is not None and not opts.template.is_file():
-        raise TemplateError(f"template {opts.template}: no such file")
-    a = analyze_paths(list(inputs), analysis_options)
-    if not any(i.kind in ("text", "elf", "elf-core") for i in a.inputs):
-        raise InputError("none of the inputs could be read as a log, dmesg, core or library"
-                         + (f" ({a.notes[0]})" if a.notes else ""))
-    return make_report(a, opts), bool(a.causes)

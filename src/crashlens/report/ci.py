@@ -7,7 +7,7 @@ step outputs), JUnit XML and GitLab Code Quality JSON. docs/ci.md shows each out
     step_summary(analysis, sig) -> str           the Markdown appended to $GITHUB_STEP_SUMMARY
     junit_xml(analysis, sig, ws=None) -> str     one testsuite "crashlens", one testcase per cause
     code_quality(analysis, sig, workspace) -> list[dict]   GitLab Code Quality issues
-    emit(analysis, ...)                          what `crashlens analyze --github/--junit/--codequality` does
+    emit(analysis, sig, ...)                     what `crashlens analyze --github/--junit/--codequality` does
 
 Everything that leaves for a CI system (step summary, annotations, the grouped report, JUnit,
 Code Quality) goes through report.redact when that module is installed.
@@ -29,7 +29,7 @@ from typing import Any, Callable, Collection, Iterable, Mapping, Sequence, TextI
 from .. import __version__
 from ..errors import CrashlensError
 from ..model import Analysis, Cause, Evidence, Frame
-from ..signature import Signature, signature
+from ..signature import Signature
 
 # Exit codes (docs/ci.md; README.md lists 0-3)
 EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL, EXIT_FAIL_ON = 0, 1, 2, 3, 4
@@ -423,22 +423,22 @@ def code_quality(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str], s
 # --- the CLI's entry ------------------------------------------------------------------------------
 
 
-def report_text(a: Analysis, fmt: str, top: int = 3, verbose: bool = False) -> str:
+def report_text(a: Analysis, sig: Signature, fmt: str, top: int = 3, verbose: bool = False) -> str:
     """The normal report as a string: fmt is terminal, markdown or json."""
     if fmt == "json":
         from .json import render
 
-        return render(a)
+        return render(a, sig)
     if fmt == "markdown":
         from .markdown import render as render_md
 
-        return render_md(a, top)
+        return render_md(a, sig, top)
     from rich.console import Console
 
     from .terminal import render as render_term
 
     buf = io.StringIO()
-    render_term(a, Console(file=buf, width=120, force_terminal=False, color_system=None, soft_wrap=False), top, verbose)
+    render_term(a, sig, Console(file=buf, width=120, force_terminal=False, color_system=None, soft_wrap=False), top, verbose)
     return buf.getvalue()
 
 
@@ -450,7 +450,7 @@ def _write(path: Path, text: str, what: str) -> None:
         raise UsageError(f"cannot write the {what} file {path}: {exc.strerror or exc}") from exc
 
 
-def emit(a: Analysis, *, github: bool = False, junit: Path | None = None, codequality: Path | None = None,
+def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | None = None, codequality: Path | None = None,
          fmt: str = "terminal", top: int = 3, verbose: bool = False, code: int = 0, redact: bool = True,
          env: Mapping[str, str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> None:
     """Write the CI files; with github, print the workflow commands and the (grouped) report to
@@ -458,7 +458,6 @@ def emit(a: Analysis, *, github: bool = False, junit: Path | None = None, codequ
     env = os.environ if env is None else env
     out = out or sys.stdout
     err = err or sys.stderr
-    sig = signature(a)
     ws = workspace(env)
     scrub = Redactor(redact)
     if junit is not None:
@@ -472,7 +471,7 @@ def emit(a: Analysis, *, github: bool = False, junit: Path | None = None, codequ
         return
     for line in github_commands(a, sig, ws, scrub):
         print(line, file=out)
-    text = scrub(report_text(a, fmt, top, verbose)).rstrip("\n")
+    text = scrub(report_text(a, sig, fmt, top, verbose)).rstrip("\n")
     # the report repeats log lines: a line starting with `::` must not run as a workflow command
     token = secrets.token_hex(16)
     long = text.count("\n") + 1 > GROUP_AT
@@ -486,7 +485,7 @@ def emit(a: Analysis, *, github: bool = False, junit: Path | None = None, codequ
     summary_path = env.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         own = Redactor(redact)  # counts what this summary lost, for its footer
-        summary = own(step_summary(a, sig, report_text(a, "markdown", top, verbose)))
+        summary = own(step_summary(a, sig, report_text(a, sig, "markdown", top, verbose)))
         summary += f"<sub>crashlens {__version__} · signature {sig.id} · {own.footer()}</sub>\n"
         try:
             with open(summary_path, "a", encoding="utf-8") as fh:

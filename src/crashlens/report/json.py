@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import __version__
 from ..model import Analysis, Cause, Evidence, Frame
+from ..signature import Signature
 
 SCHEMA = "crashlens.analysis/1"
 
@@ -75,13 +76,13 @@ def crash_from_outcomes(a: Analysis) -> dict[str, Any] | None:
     return None
 
 
-def to_dict(a: Analysis) -> dict[str, Any]:
+def to_dict(a: Analysis, sig: Signature) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "tool": {"name": "crashlens", "version": __version__},
         "inputs": [{"name": i.name, "kind": i.kind, "size": i.size} for i in a.inputs],
         "causes": [cause_json(c) for c in a.causes],
-        "signature": _signature(a),
+        "signature": sig.as_json(),
         "primary_error": {k: v for k, v in evidence_json(a.primary_error).items() if k in ("source", "line", "end_line", "text")}
         if a.primary_error else None,
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
@@ -102,11 +103,5 @@ def to_dict(a: Analysis) -> dict[str, Any]:
     }
 
 
-def _signature(a: Analysis) -> dict[str, str]:
-    from ..signature import signature
-
-    return signature(a).as_json()
-
-
-def render(a: Analysis) -> str:
-    return json.dumps(to_dict(a), indent=2, ensure_ascii=False, default=str)
+def render(a: Analysis, sig: Signature) -> str:
+    return json.dumps(to_dict(a, sig), indent=2, ensure_ascii=False, default=str)

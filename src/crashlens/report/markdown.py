@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from ..model import Analysis
+from ..signature import Signature
 from .text import code_path_line, fmt_evidence
 
 
-def render(a: Analysis, top: int = 3) -> str:
+def render(a: Analysis, sig: Signature, top: int = 3) -> str:
     out: list[str] = ["# crashlens analysis", ""]
     if not a.causes:
         out += ["No known root cause was recognised in the inputs.", ""]
     else:
         c = a.causes[0]
         out += [f"**Most likely cause:** {c.title} — `{c.category}` (confidence {c.confidence:.2f})", ""]
-    from ..signature import signature
-
-    sig = signature(a)
     sig_text = sig.text.replace("`", "'")
     out += [f"**Signature:** `{sig.id}` — `{sig_text}`", ""]
     if a.primary_error is not None:

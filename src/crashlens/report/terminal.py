@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import Analysis
+from ..signature import Signature
 from .text import code_path_line, fmt_evidence
 
 
-def render(a: Analysis, console: Console, top: int = 3, verbose: bool = False) -> None:
+def render(a: Analysis, sig: Signature, console: Console, top: int = 3, verbose: bool = False) -> None:
     if not a.causes:
         console.print("[bold yellow]No known root cause was recognised.[/]")
     for i, c in enumerate(a.causes[: (len(a.causes) if verbose else top)], 1):
@@ -35,7 +36,7 @@ def render(a: Analysis, console: Console, top: int = 3, verbose: bool = False) -
                                     a.primary_error.text[:300]))
     if a.code_path:
         console.print(Text.assemble(("Code path      ", "bold"), code_path_line(a.code_path)))
-    console.print(Text.assemble(("Signature      ", "bold"), *_signature_bits(a)))
+    console.print(Text.assemble(("Signature      ", "bold"), (sig.id, "cyan"), "  ", (sig.text, "dim")))
     for s in a.secondary_errors[:5]:
         console.print(Text.assemble(("Secondary      ", "bold dim"), (str(s.evidence.loc), "cyan"), "  ",
                                     s.evidence.text[:120], (f"  — {s.reason}", "dim")))
@@ -52,10 +53,3 @@ def render(a: Analysis, console: Console, top: int = 3, verbose: bool = False) -
             console.print(Text.assemble(("Environment    ", "bold"), escape("; ".join(bits))))
     for n in a.notes:
         console.print(Text.assemble(("Note           ", "bold dim"), (n, "dim")))
-
-
-def _signature_bits(a: Analysis) -> tuple:
-    from ..signature import signature
-
-    sig = signature(a)
-    return (sig.id, "cyan"), "  ", (sig.text, "dim")
