@@ -5,6 +5,7 @@ parse_outcome(line) returns Evidence(kind="outcome", facts=...) or None. facts a
   signal       "SIGKILL", "SIGSEGV", "SIGILL", "SIGABRT", "SIGBUS", "SIGFPE", "SIGTERM", ... or None
   exit_code    int or None (negative: Python's subprocess convention, -N = killed by signal N)
   core_dumped  bool
+  failed       bool (a signal, or an exit status other than 0)
   oom          bool (the line itself says out-of-memory: Slurm oom_kill, Kubernetes OOMKilled ...)
   source       shell | slurm | kubernetes | docker | torchrun | torch.multiprocessing |
                dataloader | python | python-faulthandler | failure-signal-handler | gdb | lldb |
@@ -27,19 +28,10 @@ from typing import Any, Callable, Mapping
 import regex as re
 
 from crashlens.model import Evidence, Line
+from crashlens.signals import SIGNAL_ALIASES as _SIGNAL_ALIASES, SIGNALS as _SIGNALS
 
 __all__ = ["parse_outcome", "signal_name", "signal_from_exit_code"]
 
-# Linux signal numbers (x86-64 / arm64 share 1..31).
-_SIGNALS = {
-    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
-    7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",
-    13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT",
-    19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU",
-    25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR",
-    31: "SIGSYS",
-}
-_SIGNAL_ALIASES = {"SIGIOT": "SIGABRT", "SIGPOLL": "SIGIO", "SIGCLD": "SIGCHLD"}
 
 
 def signal_name(value: int | str | None) -> str | None:
@@ -527,6 +519,12 @@ _RULES: tuple[tuple[tuple[str, ...] | None, re.Pattern, _Builder], ...] = (
     (None, re.compile(
         rf"^(?P<script>\S+): \S+ (?P<lineno>\d+):\s+(?P<pid>\d+)\s+{_MSG_TAIL}(?:\s+(?P<cmd>\S.*?))?\s*$"),
      _bash_message),
+    # the same report glued to the end of output that left no newline ("…safetensors run.sh: line 9: 42 Killed …")
+    ((": line ",), re.compile(
+        rf"(?<=\s|^)(?P<script>\S+): line (?P<lineno>\d+):\s+(?P<pid>\d+)\s+{_MSG_TAIL}(?:\s+(?P<cmd>\S.*?))?\s*$"),
+     _bash_message),
+    # "(core dumped)" makes the shell's signal text unambiguous even when glued to other output
+    (("core dumped",), re.compile(rf"(?P<msg>{_BASH_ALT})\s*(?P<core>\(core dumped\))\s*$"), _bash_message),
     (None, re.compile(rf"^\s*{_MSG_TAIL}\s*$"), _bash_message),
     (None, _PROGRESS_TAIL, _bash_message),
     (("terminated",), re.compile(
@@ -565,5 +563,8 @@ def parse_outcome(line: Line) -> Evidence | None:
             continue
         facts = build(m)
         if facts is not None:
+            code = facts.get("exit_code")
+            # failed: the process ended badly (a signal, or a non-zero exit status)
+            facts["failed"] = bool(facts.get("signal")) or (isinstance(code, int) and code != 0)
             return Evidence(kind="outcome", text=text, loc=line.loc, facts=facts)
     return None

@@ -15,9 +15,12 @@ link ("cause" | "context" | "" for how it relates to the exception before it), s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from functools import cache
+from importlib import resources
+from typing import Any, Iterable
 
 import regex as re
+import yaml
 
 from ..model import Evidence, Frame, Line, Loc
 
@@ -63,6 +66,41 @@ LIBRARY_PATH = re.compile(
 
 def frame_kind(path: str) -> str:
     return "library" if LIBRARY_PATH.search(path) else "user"
+
+
+@cache
+def _knowledge() -> dict[str, Any]:
+    """data/exceptions.yaml: framework packages, re-raising wrappers, what a type usually means."""
+    doc = yaml.safe_load((resources.files("crashlens") / "data" / "exceptions.yaml").read_text(encoding="utf-8"))
+    fw = "|".join(re.escape(p) for p in doc["frameworks"])
+    wrappers = [(re.compile(w["type"] + r"$"), re.compile(w["message"]) if w.get("message") else None)
+                for w in doc["wrappers"]]
+    return {"framework": re.compile(rf"(?:^|[/\\])(?:{fw})[/\\]"), "wrappers": wrappers, "hints": doc["hints"]}
+
+
+def raised_in(frames: Iterable[Frame]) -> tuple[str, Frame | None]:
+    """Where an exception was raised: ("user" | "framework" | "library" | "unknown", the frame).
+    The raising frame is the innermost Python frame; when it is not the user's, the user's
+    innermost frame is still the one to read first, so it is returned for "framework"/"library"."""
+    py = [f for f in frames if f.kind in ("user", "library")]
+    if not py:
+        return "unknown", None
+    inner = py[-1]
+    if inner.kind == "user":
+        return "user", inner
+    where = "framework" if _knowledge()["framework"].search(inner.file) else "library"
+    return where, inner
+
+
+def _wrapper_of(etype: str, message: str) -> bool:
+    for t, m in _knowledge()["wrappers"]:
+        if t.match(etype) and (m is None or m.search(message)):
+            return True
+    return False
+
+
+def exception_hint(etype: str) -> str:
+    return str(_knowledge()["hints"].get(etype.rsplit(".", 1)[-1], ""))
 
 
 @dataclass
@@ -435,7 +473,47 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
                 f"the earlier exception is the primary error"
             )
         frames = tuple(e.frames) + tuple(reversed(e.native))
+        where, frame = raised_in(frames)
+        facts["raised_in"] = where
+        if frame is not None:
+            facts["frame"] = f"{frame.function or '?'} ({frame.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frame.line})"
+        user = next((f for f in reversed(frames) if f.kind == "user"), None)
+        if user is not None:
+            facts["user_frame"] = f"{user.function or '?'} ({user.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{user.line})"
+        hint = exception_hint(e.type)
+        if hint:
+            facts["hint"] = hint
+        facts["wrapper"] = _wrapper_of(e.type, message)
         text = f"{e.type}: {message}" if message else e.type
         out.append(Evidence("exception", text, Loc(e.source, e.first, e.last), facts=facts, frames=frames))
         prev = e
+    return _mark_roots(out)
+
+
+def _mark_roots(excs: list[Evidence]) -> list[Evidence]:
+    """facts["root"]: the exception to show as the error of its chain — the first of a chain
+    of causes, never one raised while handling another, never a wrapper that only re-raises an
+    error from another process (the original, printed after or before it, is the root)."""
+    from dataclasses import replace
+
+    roots: set[int] = set()
+    for i, e in enumerate(excs):
+        f = e.facts
+        if f["secondary"] or f["wrapper"]:
+            continue
+        if f["chain_pos"] == 0 or not any(
+                p.facts["chain"] == f["chain"] and not p.facts["wrapper"] and not p.facts["secondary"]
+                for p in excs[:i]):
+            roots.add(i)
+    if not roots:  # only wrappers (a CalledProcessError alone): the last one is all there is
+        cands = [i for i, e in enumerate(excs) if not e.facts["secondary"]]
+        if cands:
+            roots.add(cands[-1])
+    out = []
+    for i, e in enumerate(excs):
+        facts = dict(e.facts)
+        facts["root"] = i in roots
+        if i in roots and i > 0 and excs[i - 1].facts["wrapper"]:
+            facts["reraised_by"] = excs[i - 1].facts["headline"]
+        out.append(replace(e, facts=facts))
     return out
