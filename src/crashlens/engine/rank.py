@@ -70,9 +70,42 @@ def _exception_of(e: Evidence, exceptions: Sequence[Evidence]) -> Evidence | Non
     return best
 
 
+def _overlaps(a: Evidence, b: Evidence) -> bool:
+    if a.loc.source != b.loc.source:
+        return False
+    return a.loc.line <= (b.loc.end_line or b.loc.line) and b.loc.line <= (a.loc.end_line or a.loc.line)
+
+
+def _drop_explained(firings: Sequence[Firing], exceptions: Sequence[Evidence]) -> list[Firing]:
+    """A fallback rule (the uncaught exception, the bare failure status) only speaks for
+    evidence that no other rule explains: its triggers inside another firing's evidence, or in
+    an exception chain of which another exception is explained, are dropped."""
+    from dataclasses import replace
+
+    specific = [m.evidence for f in firings if not f.rule.fallback for m in f.triggers]
+    if not specific:
+        return list(firings)
+    chains = {}
+    for exc in exceptions:
+        if exc.kind == "exception" and any(_overlaps(exc, e) for e in specific):
+            chains[exc.facts.get("chain")] = True
+    out = []
+    for f in firings:
+        if not f.rule.fallback:
+            out.append(f)
+            continue
+        keep = tuple(m for m in f.triggers
+                     if not any(_overlaps(m.evidence, e) for e in specific)
+                     and not (m.evidence.kind == "exception" and chains.get(m.evidence.facts.get("chain"))))
+        if keep:
+            out.append(replace(f, triggers=keep) if len(keep) != len(f.triggers) else f)
+    return out
+
+
 def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleBase,
          environment: Mapping[str, Any], items: Sequence[Evidence] = ()) -> tuple[list[Cause], list[SecondaryError], Evidence | None]:
     scored: list[_Scored] = []
+    firings = _drop_explained(firings, exceptions)
     for f in firings:
         reasoning = [f"rule {f.rule.id} ({f.rule.file}) fired on {len(f.triggers)} line(s); weight {f.rule.weight:.2f}"]
         score = f.rule.weight
@@ -220,8 +253,9 @@ def _fill(template: str, values: Mapping[str, str]) -> str:
         return values.get(m.group(1), "(not shown)")
 
     # drop a parenthesised or bracketed aside whose field is unknown: "[…{x}…]" optional parts
+    # an empty value (an exception without a message) counts as unknown
     template = re.sub(r"\[\[(.*?)\]\]", lambda m: m.group(1) if all(
-        f in values for f in _FIELD.findall(m.group(1))) else "", template, flags=re.S)
+        values.get(f) for f in _FIELD.findall(m.group(1))) else "", template, flags=re.S)
     return _FIELD.sub(sub, template).strip()
 
 

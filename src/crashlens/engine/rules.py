@@ -100,6 +100,7 @@ class Rule:
     references: tuple[str, ...]
     examples: tuple[Example, ...]
     file: str
+    fallback: bool = False  # fires only on evidence that no other (non-fallback) rule explains
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity (caches key on it)
@@ -192,6 +193,7 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any], compile_no
         consequence_of=tuple(cons),
         async_cuda=bool(doc.get("async_cuda", False)),
         from_warnings=bool(doc.get("from_warnings", False)),
+        fallback=bool(doc.get("fallback", False)),
         explain=doc.get("explain", doc["title"]).strip(),
         remedies=tuple(doc.get("remedies", [])),
         references=tuple(doc.get("references", [])),
@@ -204,7 +206,7 @@ def _validated_marker(texts: dict[str, str]) -> Path:
     """A file in the user cache whose existence says: this exact rule base passed the schema."""
     import hashlib
 
-    from ..hscache import cache_dir
+    from ..patterns.hscache import cache_dir
 
     h = hashlib.sha256(json.dumps(rule_schema(), sort_keys=True).encode())
     for name in sorted(texts):

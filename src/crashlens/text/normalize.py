@@ -23,7 +23,7 @@ _MOJIBAKE_HINT = re.compile(r"[ÂÃâð][\x80-\xbf\u0152-\u203a€‚ƒ„…†
 # Prefixes that stand before the message; tried repeatedly (a rank tag can follow a timestamp).
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # GitHub Actions / ISO-8601 with T and Z: "2024-05-01T12:00:00.1234567Z "
-    ("time", re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+(?:stdout|stderr)\s+[FP])?\s+")),
+    ("time", re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+(?:stdout|stderr)\s+[FP])?:?\s+")),
     # "[2025-11-12 12:09:01,006]", "2026-11-26 01:28:14,271 ", "2023-09-25 04:31:46.366898: "
     ("time", re.compile(r"^\[?\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?\s+")),
     # "[05/23/2021 18:30:06]"
@@ -42,7 +42,38 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("time", re.compile(r"^\d\d:\d\d:\d\d[.,-]\d+\s+")),
     # Markdown quote of a pasted log
     ("quote", re.compile(r"^>(?!>)\s?")),
+    # Markdown list bullet before a pasted error line: "- RuntimeError: …", "* `OSError: …`"
+    ("bullet", re.compile(r"^(?:[*•]|-(?=\s+[`*_]*[A-Z]))\s+(?=\S)")),
 )
+
+# Paste artefacts of issue threads and chats, removed after the prefixes (the line keeps its
+# number): a code-fence line, inline code or emphasis around the whole message, HTML entities
+# (a log copied from a web page), fullwidth ASCII forms (an IME's "（" for "(").
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+_WRAPPED = re.compile(r"^(?P<m>`{1,3}|\*\*|\*)(?=\S)(?P<t>.+?)(?<=\S)(?P=m)(?P<rest>\s*)$")
+_BOLD = re.compile(r"\*\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*\*")
+_ENTITY = re.compile(r"&(?:#\d{1,6}|#x[0-9a-fA-F]{1,6}|lt|gt|amp|quot|apos|nbsp);")
+_FULLWIDTH = re.compile(r"[\uff01-\uff5e]")
+
+
+def depaste(text: str) -> str:
+    """Remove Markdown and web-page decoration that a pasted log picked up."""
+    if "`" in text or "~~~" in text:
+        if _FENCE.match(text):
+            return ""
+        text = text.replace("```", "")
+    m = _WRAPPED.match(text)
+    if m:
+        text = m.group("t")
+    if "**" in text:
+        text = _BOLD.sub(r"\1", text)
+    if "&" in text and _ENTITY.search(text):
+        import html
+
+        text = html.unescape(text).replace("\xa0", " ")
+    if not text.isascii() and _FULLWIDTH.search(text):
+        text = _FULLWIDTH.sub(lambda c: chr(ord(c.group(0)) - 0xFEE0), text)
+    return text
 
 
 def _strip_progress(text: str) -> str:
@@ -96,4 +127,4 @@ def normalize(raw: str, source: str, lineno: int) -> Line:
                 break
         else:
             break
-    return Line(Loc(source, lineno), text, stream, " ".join(prefix_parts))
+    return Line(Loc(source, lineno), depaste(text), stream, " ".join(prefix_parts))
