@@ -55,7 +55,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, BinaryIO, Iterator, Mapping
 
+from ..signals import SIGNAL_NUMBERS, SIGNALS
 from .elf import ElfError, ElfFile, Note, PF_R, PF_W, PF_X, PT_LOAD, PT_NOTE
+from .readers import iter_raw_notes as _iter_raw_notes
 
 __all__ = [
     "AuxEntry", "Auxv", "CoreError", "CoredumpInfo", "Core", "MappedFile", "MemorySegment",
@@ -95,14 +97,6 @@ X86_64_REGS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8
 AARCH64_REGS = tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate")
 PC_SP = {EM_X86_64: ("rip", "rsp"), EM_AARCH64: ("pc", "sp")}
 
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
-           7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",
-           13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD",
-           18: "SIGCONT", 19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU",
-           23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF",
-           28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
-SIGNAL_NUMBERS = {v: k for k, v in SIGNALS.items()} | {v[3:]: k for k, v in SIGNALS.items()} | {
-    "SIGIOT": 6, "IOT": 6, "SIGPOLL": 29, "POLL": 29}
 SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGCHLD, SIGSYS = 4, 5, 6, 7, 8, 11, 17, 31
 FAULT_SIGNALS = frozenset({SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV})
 
@@ -718,19 +712,6 @@ class Core:
             "files": len(self.files), "segments": len(self.segments),
             "notes": list(self.notes),
         }
-
-
-def _iter_raw_notes(raw: bytes, endian: str, step: int) -> Iterator[tuple[str, int, bytes]]:
-    pos, end = 0, len(raw)
-    for _ in range(4096):
-        if end - pos < 12:
-            return
-        namesz, descsz, ntype = struct.unpack_from(endian + "III", raw, pos)
-        desc_at = pos + ((12 + namesz + step - 1) & -step)
-        if desc_at + descsz > end:
-            return
-        yield _cstr(raw[pos + 12:pos + 12 + namesz]), ntype, raw[desc_at:desc_at + descsz]
-        pos = desc_at + ((descsz + step - 1) & -step)
 
 
 # -- reading --------------------------------------------------------------------------------------

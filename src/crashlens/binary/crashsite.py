@@ -69,6 +69,8 @@ from . import isa
 from .core import (EM_AARCH64, EM_X86_64, SENDER_CODES, SI_KERNEL, SIGBUS, SIGILL, SIGSEGV, Core,
                    SigInfo, parse_siginfo, si_code_name, signal_name, xfeature_names)
 from .elf import ElfError, ElfFile, PT_LOAD
+from .sigframe import FRAME_MCONTEXT, FRAME_SIGINFO, FRAME_SIZE, RESTORE_RT, USER_CS, USER_DS
+from .sigframe import SIGCONTEXT_GREGS as SIGCONTEXT_REGS
 from .symbols import locate_function
 
 __all__ = ["CrashSite", "Instruction", "SignalFrame", "crash_site", "decode_instruction",
@@ -76,13 +78,6 @@ __all__ = ["CrashSite", "Instruction", "SignalFrame", "crash_site", "decode_inst
 
 SCAN_BYTES = 256 * 1024          # how far above the stack pointer a signal frame is looked for
 MAX_CANDIDATES = 16
-USER_CS = 0x33                   # __USER_CS, 64-bit user code segment selector
-USER_DS = 0x2B                   # __USER_DS
-RESTORE_RT = (bytes.fromhex("48c7c00f0000000f05"),   # glibc: mov $0xf,%rax; syscall
-              bytes.fromhex("b80f0000000f05"))       # mov $0xf,%eax; syscall (musl, others)
-SIGCONTEXT_REGS = ("r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx",
-                   "rdx", "rax", "rcx", "rsp", "rip", "eflags")
-FRAME_MCONTEXT, FRAME_SIGINFO, FRAME_SIZE = 48, 312, 440
 TRAPS = {0: "divide error (#DE)", 1: "debug (#DB)", 3: "breakpoint (#BP)", 4: "overflow (#OF)",
          5: "bound (#BR)", 6: "invalid opcode (#UD)", 7: "device not available (#NM)",
          12: "stack fault (#SS)", 13: "general protection (#GP)", 14: "page fault (#PF)",

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from .elf import ElfError
+from .readers import sleb128, uleb128
 
 __all__ = ["CFIError", "CIE", "FDE", "Row", "CFITable", "evaluate", "MAX_ROW_INSTRUCTIONS"]
 
@@ -63,40 +64,6 @@ PE_pcrel, PE_textrel, PE_datarel, PE_funcrel, PE_aligned = 0x10, 0x20, 0x30, 0x4
 PE_indirect, PE_omit = 0x80, 0xFF
 _FIXED = {PE_udata2: ("H", 2), PE_udata4: ("I", 4), PE_udata8: ("Q", 8),
           PE_sdata2: ("h", 2), PE_sdata4: ("i", 4), PE_sdata8: ("q", 8)}
-
-
-# -- primitive readers ------------------------------------------------------------------------------
-
-def uleb(data, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise CFIError("LEB128 number runs past its record")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 70:
-            raise CFIError("LEB128 number longer than 10 bytes")
-
-
-def sleb(data, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise CFIError("LEB128 number runs past its record")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
-        if shift > 70:
-            raise CFIError("LEB128 number longer than 10 bytes")
 
 
 # -- records ------------------------------------------------------------------------------------------
@@ -198,9 +165,9 @@ class CFITable:
             value = (self._u64 if size == 8 else self._u32).unpack_from(d, pos)[0]
             pos += size
         elif fmt == PE_uleb128:
-            value, pos = uleb(d, pos, end)
+            value, pos = uleb128(d, pos, end, CFIError)
         elif fmt == PE_sleb128:
-            value, pos = sleb(d, pos, end)
+            value, pos = sleb128(d, pos, end, CFIError)
         elif fmt in _FIXED:
             code, size = _FIXED[fmt]
             if pos + size > end:
@@ -326,22 +293,22 @@ class CFITable:
             pos += 2   # address_size, segment_selector_size
             if address_size not in (4, 8):
                 raise CFIError(f"CIE at {off:#x}: address size {address_size}")
-        code_align, pos = uleb(d, pos, end)
-        data_align, pos = sleb(d, pos, end)
+        code_align, pos = uleb128(d, pos, end, CFIError)
+        data_align, pos = sleb128(d, pos, end, CFIError)
         if version == 1:
             if pos >= end:
                 raise CFIError(f"CIE at {off:#x} too short")
             ra = d[pos]
             pos += 1
         else:
-            ra, pos = uleb(d, pos, end)
+            ra, pos = uleb128(d, pos, end, CFIError)
         fde_enc = PE_absptr if self.kind == "debug" or address_size == self.ptr else (
             PE_udata4 if address_size == 4 else PE_udata8)
         lsda_enc = PE_omit
         signal = False
         has_z = aug.startswith("z")
         if has_z:
-            aug_len, pos = uleb(d, pos, end)
+            aug_len, pos = uleb128(d, pos, end, CFIError)
             aug_data_end = pos + aug_len
             if aug_data_end > end:
                 raise CFIError(f"CIE at {off:#x}: augmentation data runs past the entry")
@@ -399,7 +366,7 @@ class CFITable:
         begin, pos = self._encoded(pos, end, enc)
         length, pos = self._encoded(pos, end, enc & 0x0F)
         if cie.has_z:
-            aug_len, pos = uleb(self.data, pos, end)
+            aug_len, pos = uleb128(self.data, pos, end, CFIError)
             pos += aug_len
             if pos > end:
                 raise CFIError(f"FDE at {off:#x}: augmentation data runs past the entry")
@@ -456,13 +423,6 @@ class CFITable:
                 return self.fde_at(offs[j])
         return None
 
-    def fde_count(self) -> int:
-        if self._hdr is not None:
-            return self._hdr[2]
-        if self._index is None:
-            self._index = self._build_index()
-        return len(self._index[0])
-
     # -- rows
     def row(self, fde: FDE, pc: int) -> Row:
         """The rules in force at `pc` (an address inside the FDE's range)."""
@@ -493,7 +453,7 @@ class CFITable:
                     return
                 continue
             if high == 0x80:                                   # DW_CFA_offset
-                n, pos = uleb(d, pos, end)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.rules[low] = ("offset", n * da)
                 continue
             if high == 0xC0:                                   # DW_CFA_restore
@@ -515,21 +475,21 @@ class CFITable:
                 if target is not None and loc > target:
                     return
             elif op == 0x05:                                   # offset_extended
-                r, pos = uleb(d, pos, end)
-                n, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("offset", n * da)
             elif op == 0x06:                                   # restore_extended
-                r, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
                 self._restore(row, initial, r)
             elif op == 0x07:                                   # undefined
-                r, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("undefined",)
             elif op == 0x08:                                   # same_value
-                r, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("same",)
             elif op == 0x09:                                   # register
-                r, pos = uleb(d, pos, end)
-                r2, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                r2, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("register", r2)
             elif op == 0x0A:                                   # remember_state
                 if len(stack) >= MAX_STATE_DEPTH:
@@ -544,56 +504,56 @@ class CFITable:
                 row.rules = saved.rules
                 row.ra_signed = saved.ra_signed
             elif op == 0x0C:                                   # def_cfa
-                r, pos = uleb(d, pos, end)
-                n, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.cfa_reg, row.cfa_offset, row.cfa_expr = r, n, None
             elif op == 0x0D:                                   # def_cfa_register
-                r, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
                 row.cfa_reg, row.cfa_expr = r, None
             elif op == 0x0E:                                   # def_cfa_offset
-                n, pos = uleb(d, pos, end)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.cfa_offset = n
             elif op == 0x0F:                                   # def_cfa_expression
-                n, pos = uleb(d, pos, end)
+                n, pos = uleb128(d, pos, end, CFIError)
                 if pos + n > end:
                     raise CFIError("DW_CFA_def_cfa_expression runs past the FDE")
                 row.cfa_expr = bytes(d[pos:pos + n])
                 row.cfa_reg = None
                 pos += n
             elif op in (0x10, 0x16):                           # expression, val_expression
-                r, pos = uleb(d, pos, end)
-                n, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = uleb128(d, pos, end, CFIError)
                 if pos + n > end:
                     raise CFIError("DW_CFA_expression runs past the FDE")
                 row.rules[r] = ("expression" if op == 0x10 else "val_expression", bytes(d[pos:pos + n]))
                 pos += n
             elif op == 0x11:                                   # offset_extended_sf
-                r, pos = uleb(d, pos, end)
-                n, pos = sleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = sleb128(d, pos, end, CFIError)
                 row.rules[r] = ("offset", n * da)
             elif op == 0x12:                                   # def_cfa_sf
-                r, pos = uleb(d, pos, end)
-                n, pos = sleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = sleb128(d, pos, end, CFIError)
                 row.cfa_reg, row.cfa_offset, row.cfa_expr = r, n * da, None
             elif op == 0x13:                                   # def_cfa_offset_sf
-                n, pos = sleb(d, pos, end)
+                n, pos = sleb128(d, pos, end, CFIError)
                 row.cfa_offset = n * da
             elif op == 0x14:                                   # val_offset
-                r, pos = uleb(d, pos, end)
-                n, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("val_offset", n * da)
             elif op == 0x15:                                   # val_offset_sf
-                r, pos = uleb(d, pos, end)
-                n, pos = sleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = sleb128(d, pos, end, CFIError)
                 row.rules[r] = ("val_offset", n * da)
             elif op == 0x2D:                                   # GNU_window_save / AArch64 negate_ra_state
                 row.ra_signed = not row.ra_signed
             elif op == 0x2E:                                   # GNU_args_size
-                n, pos = uleb(d, pos, end)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.args_size = n
             elif op == 0x2F:                                   # GNU_negative_offset_extended
-                r, pos = uleb(d, pos, end)
-                n, pos = uleb(d, pos, end)
+                r, pos = uleb128(d, pos, end, CFIError)
+                n, pos = uleb128(d, pos, end, CFIError)
                 row.rules[r] = ("offset", -n * da)
             else:
                 raise CFIError(f"unknown CFA instruction {op:#04x}")
@@ -659,7 +619,7 @@ def evaluate(expr: bytes, read_reg: Callable[[int], int | None], read_word: Call
         elif 0x50 <= op <= 0x6F:                     # reg0..31: value in a register (location)
             stack.append(reg(op - 0x50) & MASK64)
         elif 0x70 <= op <= 0x8F:                     # breg0..31
-            off, pos = sleb(expr, pos, end)
+            off, pos = sleb128(expr, pos, end, CFIError)
             stack.append((reg(op - 0x70) + off) & MASK64)
         elif op == 0x03:                             # addr
             stack.append(fixed(address_size, False))
@@ -667,10 +627,10 @@ def evaluate(expr: bytes, read_reg: Callable[[int], int | None], read_word: Call
             size = {0x08: 1, 0x09: 1, 0x0A: 2, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8, 0x0F: 8}[op]
             stack.append(fixed(size, op & 1 == 1) & MASK64)
         elif op == 0x10:                             # constu
-            v, pos = uleb(expr, pos, end)
+            v, pos = uleb128(expr, pos, end, CFIError)
             stack.append(v & MASK64)
         elif op == 0x11:                             # consts
-            v, pos = sleb(expr, pos, end)
+            v, pos = sleb128(expr, pos, end, CFIError)
             stack.append(v & MASK64)
         elif op == 0x12:                             # dup
             stack.append(stack[-1] if stack else pop())
@@ -733,7 +693,7 @@ def evaluate(expr: bytes, read_reg: Callable[[int], int | None], read_word: Call
             b, a = pop(), pop()
             stack.append((a + b) & MASK64)
         elif op == 0x23:                             # plus_uconst
-            v, pos = uleb(expr, pos, end)
+            v, pos = uleb128(expr, pos, end, CFIError)
             stack.append((pop() + v) & MASK64)
         elif op == 0x24:                             # shl
             b, a = pop(), pop()
@@ -763,11 +723,11 @@ def evaluate(expr: bytes, read_reg: Callable[[int], int | None], read_word: Call
             if not 0 <= pos <= end:
                 raise CFIError("DW_OP_skip jumps outside the expression")
         elif op == 0x90:                             # regx
-            r, pos = uleb(expr, pos, end)
+            r, pos = uleb128(expr, pos, end, CFIError)
             stack.append(reg(r) & MASK64)
         elif op == 0x92:                             # bregx
-            r, pos = uleb(expr, pos, end)
-            off, pos = sleb(expr, pos, end)
+            r, pos = uleb128(expr, pos, end, CFIError)
+            off, pos = sleb128(expr, pos, end, CFIError)
             stack.append((reg(r) + off) & MASK64)
         elif op == 0x96:                             # nop
             pass

@@ -236,9 +236,6 @@ class ElfFile:
                 return s
         return None
 
-    def sections_named(self, name: str) -> Iterator[Section]:
-        return (s for s in self.sections if s.name == name)
-
     def section_data(self, s: Section) -> memoryview:
         """The section's bytes as a view into the mapping (no copy)."""
         if not s.has_data:

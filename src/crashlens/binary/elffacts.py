@@ -45,6 +45,7 @@ from .elf import (
     ElfError, ElfFile, GnuHashTable, Section, StringTable, SysvHashTable, dynamic_entries, iter_notes,
     iter_symbols, iter_verdef, iter_verneed, symbol_entry_size, vaddr_to_offset,
 )
+from .readers import NT_GNU_ABI_TAG, NT_GNU_BUILD_ID, NT_GNU_GOLD_VERSION, NT_GNU_PROPERTY_TYPE_0
 
 __all__ = [
     "AbiTag", "Component", "DynSymbol", "DynamicSymbols", "ElfFacts", "GnuProperties", "Producer",
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 # -- constants (glibc elf.h) ----------------------------------------------------------------------
-NT_GNU_ABI_TAG, NT_GNU_BUILD_ID, NT_GNU_GOLD_VERSION, NT_GNU_PROPERTY_TYPE_0 = 1, 3, 4, 5
 NT_FDO_PACKAGING_METADATA = 0xCAFE1A7E
 GNU_PROPERTY_X86_FEATURE_1_AND = 0xC0000002
 GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002

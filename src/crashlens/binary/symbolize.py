@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .core import Core, Module
 from .elf import ElfError, ElfFile, PT_LOAD
+from .readers import LEB128Error, build_id, sleb128, uleb128
 from .symbols import Function, locate_function
 
 __all__ = ["DEBUG_DIRS", "InlinedCall", "ModuleFile", "ModuleFiles", "Symbol", "Symbolizer", "demangle",
@@ -137,9 +138,8 @@ def demangler_available() -> bool:
 # -- finding files ----------------------------------------------------------------------------------
 
 def _build_id(elf: ElfFile) -> str | None:
-    from . import isa
     try:
-        return isa.build_id(elf)
+        return build_id(elf)
     except ElfError:
         return None
 
@@ -690,17 +690,6 @@ class _DieWalker:
             hit = self._abbrev[code] = (tag_n, a.has_children(), specs)
         return hit
 
-    def _uleb(self, pos: int) -> tuple[int, int]:
-        d = self.d
-        result = shift = 0
-        while True:
-            b = d[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result, pos
-            shift += 7
-
     def _value(self, form: int, pos: int) -> tuple[int | None, int]:
         d = self.d
         if form in _FORM_FIXED:
@@ -716,16 +705,14 @@ class _DieWalker:
             n = self.offset_size if self.version >= 3 else self.addr_size
             return int.from_bytes(d[pos:pos + n], "little"), pos + n
         if form in _FORM_ULEB:
-            return self._uleb(pos)
+            return uleb128(d, pos, len(d))
         if form == 0x0D:                                   # sdata
-            v, p = self._uleb(pos)
-            bits = 7 * (p - pos)
-            return (v - (1 << bits) if v >> (bits - 1) & 1 else v), p
+            return sleb128(d, pos, len(d))
         if form == 0x08:                                   # string
             end = d.index(0, pos)
             return None, end + 1
         if form in (0x09, 0x18):                           # block, exprloc
-            n, p = self._uleb(pos)
+            n, p = uleb128(d, pos, len(d))
             return None, p + n
         if form == 0x0A:                                   # block1
             return None, pos + 1 + d[pos]
@@ -734,13 +721,13 @@ class _DieWalker:
         if form == 0x04:
             return None, pos + 4 + int.from_bytes(d[pos:pos + 4], "little")
         if form == 0x16:                                   # indirect
-            f, p = self._uleb(pos)
+            f, p = uleb128(d, pos, len(d))
             return self._value(f, p)
         raise _Unsupported(f"form {form:#x}")
 
     def _die(self, pos: int):
         """(tag, has_children, attributes wanted, position after the DIE's attributes) or None at a null entry."""
-        code, pos = self._uleb(pos)
+        code, pos = uleb128(self.d, pos, len(self.d))
         if code == 0:
             return None, pos
         tag, kids, specs = self._decl(code)
@@ -1014,58 +1001,61 @@ def _decode_unit(dwarf, cu):
     pos = 0
     total = 0
     _ = default_stmt
-    while pos < n:
-        op = code[pos]
-        pos += 1
-        if op >= opcode_base:
-            adj = op - opcode_base
-            address += (adj // line_range) * min_len
-            line += line_base + adj % line_range
-            a_rows.append(address)
-            f_rows.append(file)
-            l_rows.append(line)
-        elif op == 0:
-            ln, pos = _uleb(code, pos)
-            end = pos + ln
-            if ln == 0 or end > n:
-                break
-            sub = code[pos]
-            if sub == 1:                                     # end_sequence
+    try:
+        while pos < n:
+            op = code[pos]
+            pos += 1
+            if op >= opcode_base:
+                adj = op - opcode_base
+                address += (adj // line_range) * min_len
+                line += line_base + adj % line_range
                 a_rows.append(address)
-                f_rows.append(-1)
-                l_rows.append(0)
-                seqs.append((a_rows, f_rows, l_rows))
-                total += len(a_rows)
-                if total > MAX_LINE_ROWS:
+                f_rows.append(file)
+                l_rows.append(line)
+            elif op == 0:
+                ln, pos = uleb128(code, pos, n)
+                end = pos + ln
+                if ln == 0 or end > n:
                     break
-                a_rows, f_rows, l_rows = [], [], []
-                address, file, line = 0, 1, 1
-            elif sub == 2:                                   # set_address
-                size = ln - 1
-                address = int.from_bytes(code[pos + 1:pos + 1 + size], "little") if size in (4, 8) else address
-            pos = end
-        elif op == 1:                                        # copy
-            a_rows.append(address)
-            f_rows.append(file)
-            l_rows.append(line)
-        elif op == 2:                                        # advance_pc
-            v, pos = _uleb(code, pos)
-            address += v * min_len
-        elif op == 3:                                        # advance_line
-            v, pos = _sleb(code, pos)
-            line += v
-        elif op == 4:                                        # set_file
-            file, pos = _uleb(code, pos)
-        elif op == 8:                                        # const_add_pc
-            address += ((255 - opcode_base) // line_range) * min_len
-        elif op == 9:                                        # fixed_advance_pc
-            address += code[pos] | code[pos + 1] << 8 if pos + 1 < n else 0
-            pos += 2
-        elif op in (6, 7, 10, 11):                           # flags: no operands
-            pass
-        else:                                                # set_column, set_isa, unknown: skip operands
-            for _i in range(std_lengths[op - 1] if op - 1 < len(std_lengths) else 0):
-                _v, pos = _uleb(code, pos)
+                sub = code[pos]
+                if sub == 1:                                     # end_sequence
+                    a_rows.append(address)
+                    f_rows.append(-1)
+                    l_rows.append(0)
+                    seqs.append((a_rows, f_rows, l_rows))
+                    total += len(a_rows)
+                    if total > MAX_LINE_ROWS:
+                        break
+                    a_rows, f_rows, l_rows = [], [], []
+                    address, file, line = 0, 1, 1
+                elif sub == 2:                                   # set_address
+                    size = ln - 1
+                    address = int.from_bytes(code[pos + 1:pos + 1 + size], "little") if size in (4, 8) else address
+                pos = end
+            elif op == 1:                                        # copy
+                a_rows.append(address)
+                f_rows.append(file)
+                l_rows.append(line)
+            elif op == 2:                                        # advance_pc
+                v, pos = uleb128(code, pos, n)
+                address += v * min_len
+            elif op == 3:                                        # advance_line
+                v, pos = sleb128(code, pos, n)
+                line += v
+            elif op == 4:                                        # set_file
+                file, pos = uleb128(code, pos, n)
+            elif op == 8:                                        # const_add_pc
+                address += ((255 - opcode_base) // line_range) * min_len
+            elif op == 9:                                        # fixed_advance_pc
+                address += code[pos] | code[pos + 1] << 8 if pos + 1 < n else 0
+                pos += 2
+            elif op in (6, 7, 10, 11):                           # flags: no operands
+                pass
+            else:                                                # set_column, set_isa, unknown: skip operands
+                for _i in range(std_lengths[op - 1] if op - 1 < len(std_lengths) else 0):
+                    _v, pos = uleb128(code, pos, n)
+    except LEB128Error:
+        pass  # a truncated last operand: the unfinished sequence it belongs to is dropped anyway
     seqs.sort(key=lambda s: s[0][0] if s[0] else 0)
     addrs: list[int] = []
     files: list[int] = []
@@ -1111,35 +1101,6 @@ def _decode_unit(dwarf, cu):
         return out
 
     return addrs, files, lines, name_of, cu
-
-
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    n = len(data)
-    while pos < n:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    return result, pos
-
-
-def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    n = len(data)
-    b = 0
-    while pos < n:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            break
-    if b & 0x40:
-        result -= 1 << shift
-    return result, pos
 
 
 # -- the symbolizer ------------------------------------------------------------------------------------
@@ -1260,7 +1221,3 @@ def symbolize(pc: int, module: Module | str | os.PathLike[str], *, core: Core | 
     with Symbolizer(core, file_resolver=file_resolver, debug_dirs=debug_dirs, sysroot=sysroot, lines=lines,
                     inline=inline) as s:
         return s.symbolize(pc, module, return_address=return_address)
-
-
-def module_json(files: Iterable[ModuleFile]) -> list[Mapping[str, Any]]:
-    return [mf.to_json() for mf in files]

@@ -41,6 +41,7 @@ from operator import neg
 from typing import Iterator
 
 from .elf import ElfError, ElfFile, Section
+from .readers import sleb128, uleb128
 
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
@@ -57,7 +58,6 @@ STB_GNU_UNIQUE = 10
 
 TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file", 5: "common", 6: "tls",
               10: "ifunc"}
-BIND_NAMES = {0: "local", 1: "global", 2: "weak", 10: "unique"}
 _BIND_RANK = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 
 _NATIVE = "<" if sys.byteorder == "little" else ">"
@@ -94,10 +94,6 @@ class Symbol:
     @property
     def type_name(self) -> str:
         return TYPE_NAMES.get(self.type, f"type {self.type}")
-
-    @property
-    def bind_name(self) -> str:
-        return BIND_NAMES.get(self.bind, f"bind {self.bind}")
 
     @property
     def defined(self) -> bool:
@@ -299,36 +295,13 @@ _FIXED = {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}
 _SIGNED = {0x0A, 0x0B, 0x0C, 0x09}
 
 
-def _uleb(data, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise ElfError("LEB128 number runs past its record")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return result, pos
-        if shift > 70:
-            raise ElfError("LEB128 number too long")
-
-
-def _sleb(data, pos: int, end: int) -> tuple[int, int]:
-    result, new = _uleb(data, pos, end)
-    bits = 7 * (new - pos)
-    if result & (1 << (bits - 1)):
-        result -= 1 << bits
-    return result, new
-
-
 def _read_encoded(data, pos: int, end: int, enc: int, ptr_size: int, endian: str, field_addr: int,
                   apply: bool = True) -> tuple[int, int]:
     fmt = enc & 0x0F
     if fmt == 0x01:
-        value, pos2 = _uleb(data, pos, end)
+        value, pos2 = uleb128(data, pos, end)
     elif fmt == 0x09:
-        value, pos2 = _sleb(data, pos, end)
+        value, pos2 = sleb128(data, pos, end)
     else:
         size = ptr_size if fmt == 0x00 else _FIXED.get(fmt)
         if size is None:
@@ -430,15 +403,15 @@ def _parse_cie(data, pos: int, end: int, ptr: int, endian: str, where: int) -> i
     pos = aug_end + 1
     if b"eh" in aug:
         pos += ptr
-    _, pos = _uleb(data, pos, end)       # code alignment
-    _, pos = _sleb(data, pos, end)       # data alignment
+    _, pos = uleb128(data, pos, end)       # code alignment
+    _, pos = sleb128(data, pos, end)       # data alignment
     if version == 1:
         pos += 1
     else:
-        _, pos = _uleb(data, pos, end)   # return address register
+        _, pos = uleb128(data, pos, end)   # return address register
     enc = 0x00
     if aug[:1] == b"z":
-        _, pos = _uleb(data, pos, end)   # augmentation data length
+        _, pos = uleb128(data, pos, end)   # augmentation data length
         for ch in aug[1:]:
             if ch == ord("R"):
                 if pos >= end:

@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .core import EM_AARCH64, EM_X86_64, Core, CoreError, Module, Thread
 from .dwarfcfi import CFIError, CFITable, FDE, Row, evaluate
 from .elf import ElfError, ElfFile, PT_LOAD
+from .sigframe import RESTORE_RT, SIGCONTEXT_REGS, UC_MCONTEXT
 from .symbolize import DEBUG_DIRS, ModuleFile, ModuleFiles, Symbolizer, demangle
 
 __all__ = ["Backtrace", "Frame", "TRUST_LEVELS", "Unwinder", "abort_machinery", "backtrace", "culprit",
@@ -75,11 +76,6 @@ X86_DWARF = {"rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 
              "r8": 8, "r9": 9, "r10": 10, "r11": 11, "r12": 12, "r13": 13, "r14": 14, "r15": 15, "rip": 16}
 X86_NAMES = {v: k for k, v in X86_DWARF.items()}
 CALLEE_SAVED = (RBX, RBP, 12, 13, 14, 15)
-RESTORE_RT = (bytes.fromhex("48c7c00f0000000f05"),   # glibc: mov $0xf,%rax; syscall
-              bytes.fromhex("b80f0000000f05"))       # mov $0xf,%eax; syscall (musl, others)
-SIGCONTEXT_REGS = ("r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx",
-                   "rdx", "rax", "rcx", "rsp", "rip")
-UC_MCONTEXT = 40                  # offsetof(struct ucontext, uc_mcontext) on x86-64
 
 Resolver = Callable[[str], "str | os.PathLike[str] | None"]
 
