@@ -15,8 +15,8 @@ from typing import Iterable, Sequence
 import regex as re
 
 from ..model import Evidence, Line, Loc, Match
+from ..patterns import LineScanner
 from .rules import Condition, Rule, RuleBase
-from .scan import LineScanner
 
 _FRAME_LINE = re.compile(r'^\s*(?:File "|frame #\d|#\d+\s)')
 
@@ -43,7 +43,12 @@ class EvidenceSet:
         for ln in lines:
             out.append(Evidence("line", ln.text, ln.loc, facts={"stream": ln.stream} if ln.stream else {}))
             if prev is not None and _continues(prev, ln):
-                joined = prev.text.rstrip() + " " + ln.text.strip()
+                head, tail = prev.text.rstrip(), ln.text.strip()
+                # a hard wrap at a fixed width (a terminal, a mail client) splits words: join
+                # a long line that ends mid-word without a space
+                glue = "" if len(head) >= 70 and head[-1:].isalnum() and tail[:1].isalnum() and \
+                    len(prev.text) == len(head) else " "
+                joined = head + glue + tail
                 out.append(Evidence("line", joined, Loc(prev.loc.source, prev.loc.line, ln.loc.line),
                                     facts={"joined": True}))
             prev = ln
