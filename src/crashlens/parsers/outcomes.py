@@ -29,7 +29,6 @@ import regex as re
 
 from crashlens.model import Evidence, Line
 from crashlens.signals import SIGNAL_ALIASES as _SIGNAL_ALIASES, SIGNALS as _SIGNALS
-from crashlens.signals import SIGNAL_ALIASES as _SIGNAL_ALIASES, SIGNALS as _SIGNALS
 
 __all__ = ["parse_outcome", "signal_name", "signal_from_exit_code"]
 
