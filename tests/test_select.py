@@ -20,9 +20,12 @@ except ImportError:  # running from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import crashlens.text.select as sel
 
+import crashlens.text.chunks as chunks
+import crashlens.text.parallel as parscan
+from crashlens.patterns import hsdb
 from crashlens.text.select import SelectStats, select_lines
 
-HAVE_HS = sel._hs is not None
+HAVE_HS = hsdb.available()
 
 
 # --------------------------------------------------------------------------
@@ -85,7 +88,7 @@ def run(data: bytes, anchors, **kw):
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Read in 4 KiB chunks so that small inputs cross many chunk boundaries."""
-    monkeypatch.setattr(sel, "CHUNK_SIZE", 4096)
+    monkeypatch.setattr(chunks, "CHUNK_SIZE", 4096)
     return 4096
 
 
@@ -95,7 +98,7 @@ def engine(request, monkeypatch):
         if not HAVE_HS:
             pytest.skip("hyperscan not installed")
     else:
-        monkeypatch.setattr(sel, "_hs", None)
+        monkeypatch.setattr(hsdb, "hs", None)
     return request.param
 
 
@@ -190,7 +193,7 @@ def test_line_numbers_ascending_and_unique(big_log, small_chunks):
 @pytest.mark.parametrize("chunk", [64, 100, 4096])
 def test_matches_across_chunk_boundaries(monkeypatch, chunk, engine):
     """Anchor words straddling every read boundary are all found."""
-    monkeypatch.setattr(sel, "CHUNK_SIZE", chunk)
+    monkeypatch.setattr(chunks, "CHUNK_SIZE", chunk)
     full_below = 1000
     word = b"CUDA error"
     # reads start at full_below + k * chunk; put the word across each start
@@ -397,7 +400,7 @@ def test_small_stream_does_not_compile_anchors(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("compiled although the stream is read in full")
 
-    monkeypatch.setattr(sel, "_Matcher", boom)
+    monkeypatch.setattr(sel, "AnchorMatcher", boom)
     monkeypatch.setattr(sel, "_cache", type(sel._cache)())
     assert run(b"a\nError\n", ["Error"])[0] == [(1, "a"), (2, "Error")]
 
@@ -432,12 +435,12 @@ needs_fork = pytest.mark.skipif(
 def parallel(monkeypatch):
     """Small reads, ranges and pieces, 4 processes whatever the CPU count; records
     the plans made and the ranges scanned in this process."""
-    monkeypatch.setattr(sel, "CHUNK_SIZE", 4096)  # long_t = 2048
-    monkeypatch.setattr(sel, "MIN_RANGE", 64 << 10)
-    monkeypatch.setattr(sel, "_PIECE", 8192)
+    monkeypatch.setattr(chunks, "CHUNK_SIZE", 4096)  # long_t = 2048
+    monkeypatch.setattr(parscan, "MIN_RANGE", 64 << 10)
+    monkeypatch.setattr(parscan, "PIECE", 8192)
     monkeypatch.setenv("CRASHLENS_SELECT_PROCS", "4")
     seen = {"plans": [], "scanned": [], "sequential": 0}
-    plan, scan, seq = sel._plan_parallel, sel._scan_range, sel._Selector._run_sequential
+    plan, scan, seq = parscan.plan_ranges, parscan.scan_range, sel._Selector._run_sequential
 
     def spy_plan(stream, full_below):
         p = plan(stream, full_below)
@@ -452,8 +455,8 @@ def parallel(monkeypatch):
         seen["sequential"] += 1
         return seq(self, full_below)
 
-    monkeypatch.setattr(sel, "_plan_parallel", spy_plan)
-    monkeypatch.setattr(sel, "_scan_range", spy_scan)
+    monkeypatch.setattr(parscan, "plan_ranges", spy_plan)
+    monkeypatch.setattr(parscan, "scan_range", spy_scan)
     monkeypatch.setattr(sel._Selector, "_run_sequential", spy_seq)
     return seen
 
@@ -521,7 +524,7 @@ def test_parallel_hits_and_long_lines_at_range_boundaries(tmp_path, parallel, fu
     path = tmp_path / "b.log"
     path.write_bytes(data)
     with open(path, "rb") as f:
-        plan = sel._plan_parallel(f, full_below)
+        plan = parscan.plan_ranges(f, full_below)
     assert plan is not None and len(plan.ranges) == 4
     starts = [r[0] for r in plan.ranges[1:]]
     offs = [0]
@@ -559,7 +562,7 @@ def test_parallel_hits_and_long_lines_at_range_boundaries(tmp_path, parallel, fu
     new += data[pos:]
     path.write_bytes(new)
     with open(path, "rb") as f:
-        plan2 = sel._plan_parallel(f, full_below)
+        plan2 = parscan.plan_ranges(f, full_below)
     assert [r[0] for r in plan2.ranges] == [r[0] for r in plan.ranges]
     par, seq = _both(parallel, path, ANCHORS, max_line=100, **kw)
     assert par == seq
@@ -571,7 +574,7 @@ def test_parallel_reproduces_the_sequential_blocks(tmp_path, parallel, monkeypat
     r"""The regex fallback searches whole blocks: r"error\s+boom" also finds
     'error' at the end of one line with 'boom' at the start of the next, but
     only inside one block.  The workers see the same blocks, so the same hits."""
-    monkeypatch.setattr(sel, "_hs", None)
+    monkeypatch.setattr(hsdb, "hs", None)
     rng = random.Random(3)
     lines = []
     for i in range(40_000):
@@ -670,22 +673,22 @@ def test_parallel_failures_fall_back_to_the_sequential_path(tmp_path, parallel, 
     path.write_bytes(data)
     kw = dict(full_below=1000, before=20, after=20, head=5, tail=300)
     exp, exp_stats = run(data, ANCHORS, **kw)
-    scan = sel._scan_range
+    scan = parscan.scan_range
 
     def failing_worker(*args):
         if args[3] > 0:  # a forked worker
             raise OSError("disk on fire")
         return scan(*args)
 
-    monkeypatch.setattr(sel, "_scan_range", failing_worker)
+    monkeypatch.setattr(parscan, "scan_range", failing_worker)
     st = SelectStats()
     with open(path, "rb") as f:
         assert list(select_lines(f, ANCHORS, stats=st, **kw)) == exp
     assert st == exp_stats
-    monkeypatch.setattr(sel, "_scan_range", scan)
+    monkeypatch.setattr(parscan, "scan_range", scan)
 
     # a failure after some lines were yielded: the rest comes from the sequential path
-    lines = sel._FileLines.lines
+    lines = parscan.FileLines.lines
 
     def failing_lines(self, a, b, off):
         for i, item in enumerate(lines(self, a, b, off)):
@@ -693,7 +696,7 @@ def test_parallel_failures_fall_back_to_the_sequential_path(tmp_path, parallel, 
                 raise OSError("gone")
             yield item
 
-    monkeypatch.setattr(sel._FileLines, "lines", failing_lines)
+    monkeypatch.setattr(parscan.FileLines, "lines", failing_lines)
     st = SelectStats()
     with open(path, "rb") as f:
         assert list(select_lines(f, ANCHORS, stats=st, **kw)) == exp
@@ -768,97 +771,3 @@ def test_anchor_syntax(engine):
         assert stats.regex_anchors == len(anchors)
     with pytest.raises(ValueError):
         select_lines(io.BytesIO(data), SYNTAX_ANCHORS)
-
-
-@pytest.mark.skipif(not HAVE_HS, reason="hyperscan not installed")
-def test_translation_is_exact_for_common_anchors():
-    """Literal-ish anchors are not widened: no extra windows on ASCII logs."""
-    m = sel._Matcher(ANCHORS)
-    assert m.engine == "hyperscan" and not m.fallback
-    lines = [b"NoXid", b"XidX", b"Xid 1", b"xid", b"CUDA", b"cuda", b"ERROR", b"Error"]
-    assert _scan_lines(m, lines) == [b"Xid 1", b"CUDA", b"Error"]
-    m = sel._Matcher([r"(?i)\bout of memory\b", r"(?i)kill", r"^\S+ failed$"])
-    lines = [b"CUDA Out Of Memory.", b"without of memory", b"KILL", b"\xe2\x84\xaaill", b"ki",
-             b"rank0 failed", b"rank0 failed later", b"a b failed"]
-    assert _scan_lines(m, lines) == [b"CUDA Out Of Memory.", b"KILL", b"\xe2\x84\xaaill", b"rank0 failed"]
-
-
-def _scan_lines(m, lines):
-    data = b"\n".join(lines) + b"\n"
-    buf = bytearray(data)
-    ends = set(m.scan(memoryview(buf), 0, len(buf)))
-    offs = [i for i, c in enumerate(data) if c == 10]
-    return [lines[i] for i, o in enumerate(offs) if o in ends]
-
-
-# --------------------------------------------------------------------------
-# property: the scan never misses a line that regex.search matches
-# --------------------------------------------------------------------------
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-_ATOMS = [
-    "a", "k", "s", "i", "K", "S", "I", "é", "É", "\u212a", "\u017f", "\u0130", "x", "1",
-    "٣", " ", ":", ".", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", "[abk]", "[^a]", "[a-z]",
-    "[^a-z]", r"[\d\s]", "[é-ë]", "[^é]", r"\x1c", "\ufffd", r"\t", "\r", "(a)\\1",
-]
-_ANCH = [r"\b", r"\B", "^", "$", r"\A", r"\Z", "(?=a)", "(?!a)", "(?<=a)", "(?<!a)"]
-_QUANT = ["", "", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{0,2}"]
-
-
-@st.composite
-def patterns(draw, depth=0):
-    parts = []
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.integers(0, 9))
-        if kind < 6 or depth >= 2:
-            atom = draw(st.sampled_from(_ATOMS)) + draw(st.sampled_from(_QUANT))
-        elif kind == 6:
-            atom = draw(st.sampled_from(_ANCH))
-        elif kind == 7:
-            atom = "(" + draw(patterns(depth + 1)) + ")" + draw(st.sampled_from(_QUANT))
-        elif kind == 8:
-            atom = "(?:" + draw(patterns(depth + 1)) + "|" + draw(patterns(depth + 1)) + ")"
-        else:
-            atom = "(?i:" + draw(patterns(depth + 1)) + ")"
-        parts.append(atom)
-    p = "".join(parts)
-    if depth == 0 and draw(st.booleans()):
-        p = "(?i)" + p
-    return p
-
-
-_CHARS = [
-    "a", "k", "s", "i", "K", "S", "I", "é", "É", "\u212a", "\u017f", "\u0130", "\u0131", "x",
-    "1", "٣", " ", ":", "\x1c", "\r", "\t", "\u0301", "\ufffd", "█", "\xa0", "A",
-]
-_BAD = [b"\xff", b"\xc3", b"\xe2\x96", b"\x80"]
-line_bytes = st.lists(
-    st.one_of(st.sampled_from(_CHARS).map(lambda c: c.encode()), st.sampled_from(_BAD)),
-    max_size=8,
-).map(b"".join)
-
-
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-@given(pattern=patterns(), lines=st.lists(line_bytes, min_size=1, max_size=12))
-def test_scan_never_under_matches(pattern, lines):
-    try:
-        compiled = regex.compile(pattern)
-    except regex.error:
-        return
-    m = sel._Matcher([pattern])
-    data = b"\n".join(lines) + b"\n"
-    buf = bytearray(data)
-    ends = set(m.scan(memoryview(buf), 0, len(buf)))
-    off = 0
-    for line in lines:
-        off += len(line)
-        if compiled.search(line.decode("utf-8", "replace")):
-            assert off in ends, (pattern, line, m.hs and m.hs.groups)
-        off += 1

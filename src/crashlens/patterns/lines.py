@@ -1,27 +1,27 @@
-"""Find which lines each pattern matches, in one pass over all lines where possible.
+"""Which lines each of many patterns may match, in one pass over all lines where possible.
 
-With hyperscan (x86-64) every pattern is compiled in prefilter mode into one database and
-the joined lines are scanned once; each candidate (pattern, line) is then confirmed with the
-exact `regex` pattern, which also yields the captures. Without hyperscan, or for a pattern
-hyperscan refuses, each pattern is searched over the joined text with `regex` itself.
+Rule evaluation (engine.match) uses this for the line patterns of the rule base.  With
+hyperscan every translatable pattern (patterns.translate) is compiled in prefilter mode into
+one database, cached on disk, and the joined lines are scanned once; each candidate
+(pattern, line) is then confirmed by the caller with the exact `regex` pattern, which also
+yields the captures.  Without hyperscan, or for a pattern it cannot take, the pattern is
+searched over the joined text with `regex` itself (MULTILINE): a match reports every line it
+spans.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Sequence
+from typing import Any, Sequence
 
 import regex as re
 
-try:  # optional accelerator
-    import hyperscan as _hs
-except ImportError:  # pragma: no cover - platform without a wheel
-    _hs = None
+from . import hsdb
+from .translate import translate
 
-
-# Below this many characters, searching each pattern with `regex` is faster than compiling
-# (or loading) a hyperscan database.
-HYPERSCAN_FROM = 0  # the database is cached on disk: even small logs scan faster with it
+# ALLOWEMPTY: a pattern that can match the empty string still gets a database entry here
+# (the caller confirms every candidate); line selection does not set it.
+_FLAGS = 0 if hsdb.hs is None else hsdb.PREFILTER | hsdb.hs.HS_FLAG_ALLOWEMPTY
 
 
 class LineScanner:
@@ -36,7 +36,7 @@ class LineScanner:
 
     def _prepare(self) -> None:
         self._compiled = True
-        if _hs is not None and self.patterns:
+        if hsdb.available() and self.patterns:
             self.db, self.fallback = _cached_compile(self.patterns)
             if self.db is not None:
                 self.engine = "hyperscan"
@@ -47,7 +47,7 @@ class LineScanner:
         if not texts:
             return hits
         blob = "\n".join(texts)
-        if len(blob) >= HYPERSCAN_FROM and not self._compiled:
+        if not self._compiled:
             self._prepare()
         if self.db is not None:
             data = blob.encode("utf-8", "surrogatepass")
@@ -79,55 +79,24 @@ class LineScanner:
         return hits
 
 
-# Expressions are the `regex` patterns rewritten by text.select.translate into byte patterns
-# that match at least every line the original matches (case folding, Unicode classes and
-# look-arounds widened); hyperscan then prefilters, and the exact pattern confirms.
-_FLAGS = 0 if _hs is None else (_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_MULTILINE | _hs.HS_FLAG_ALLOWEMPTY)
-
-
 def _expression(p: re.Pattern[str]) -> bytes | None:
-    from ..text.select import translate
-
     try:
         return translate(p.pattern).encode("ascii")
     except Exception:  # noqa: BLE001 - untranslatable: the pattern is searched with regex instead
         return None
 
 
-def _cached_compile(patterns: Sequence[re.Pattern[str]]):
-    """Compile once per pattern set; the database is kept in the user cache directory."""
-    from ..hscache import cached_databases
+def _cached_compile(patterns: Sequence[Any]) -> tuple[Any, list[int]]:
+    """(database, indices of the patterns left to regex), compiled once per pattern set; the
+    database is kept in the user cache directory."""
+    from .hscache import cached_databases
 
     def build():
-        db, bad = _compile(patterns)
-        return {"bad": bad}, [db]
+        exprs = {i: _expression(p) for i, p in enumerate(patterns)}
+        good = [i for i, e in exprs.items() if e is not None]
+        db, refused = hsdb.database_without_culprits([exprs[i] for i in good], good, _FLAGS)
+        bad = [i for i, e in exprs.items() if e is None]
+        return {"bad": sorted(bad + refused) if refused else bad}, [db]
 
     meta, (db,) = cached_databases("lines", "\0".join(p.pattern for p in patterns), build)
     return db, list(meta["bad"])
-
-
-def _compile(patterns: Sequence[re.Pattern[str]]):
-    """One database of every translatable pattern; the others (and any hyperscan refuses) are
-    returned as `bad`, to be searched with regex."""
-    assert _hs is not None
-    exprs = {i: _expression(p) for i, p in enumerate(patterns)}
-    good = [i for i, e in exprs.items() if e is not None]
-    bad = [i for i, e in exprs.items() if e is None]
-
-    def build(ids: list[int]):
-        db = _hs.Database()
-        db.compile(expressions=[exprs[i] for i in ids], ids=ids, elements=len(ids), flags=[_FLAGS] * len(ids))
-        return db
-
-    try:
-        return (build(good) if good else None), bad
-    except Exception:  # noqa: BLE001 - find the ones hyperscan refuses
-        pass
-    ok = []
-    for i in good:
-        try:
-            build([i])
-            ok.append(i)
-        except Exception:  # noqa: BLE001
-            bad.append(i)
-    return (build(ok) if ok else None), sorted(bad)

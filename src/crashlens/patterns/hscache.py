@@ -15,12 +15,8 @@ import struct
 from pathlib import Path
 from typing import Any, Callable
 
-try:
-    import hyperscan as _hs
-except ImportError:  # pragma: no cover - platform without a wheel
-    _hs = None
-
-from . import __version__
+from .. import __version__
+from . import hsdb
 
 
 def cache_dir() -> Path:
@@ -31,8 +27,9 @@ def cache_dir() -> Path:
 def cached_databases(kind: str, key_text: str, build: Callable[[], tuple[dict[str, Any], list[Any]]]
                      ) -> tuple[dict[str, Any], list[Any]]:
     """(meta, databases) for key_text, from the cache or from build() (then stored)."""
-    assert _hs is not None
-    hs_version = getattr(_hs, "__version__", "")
+    hs = hsdb.hs
+    assert hs is not None
+    hs_version = getattr(hs, "__version__", "")
     digest = hashlib.sha256(f"{__version__}\0{hs_version}\0{key_text}".encode()).hexdigest()[:32]
     path = cache_dir() / f"{kind}-{digest}.hsdb"
     try:
@@ -48,7 +45,8 @@ def cached_databases(kind: str, key_text: str, build: Callable[[], tuple[dict[st
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[Any]]:
-    assert _hs is not None
+    hs = hsdb.hs
+    assert hs is not None
     data = path.read_bytes()
     (n,) = struct.unpack_from("<I", data, 0)
     meta = json.loads(data[4:4 + n])
@@ -59,8 +57,8 @@ def _read(path: Path) -> tuple[dict[str, Any], list[Any]]:
         pos += 8
         db = None
         if size:
-            db = _hs.loadb(bytes(data[pos:pos + size]), mode)
-            db.scratch = _hs.Scratch(db)  # a loaded database has no scratch space yet
+            db = hs.loadb(bytes(data[pos:pos + size]), mode)
+            db.scratch = hs.Scratch(db)  # a loaded database has no scratch space yet
         dbs.append(db)
         pos += size
     if pos != len(data):
@@ -81,14 +79,15 @@ def _prune(directory: Path, kind: str) -> None:
 
 
 def _write(path: Path, meta: dict[str, Any], dbs: list[Any]) -> None:
-    assert _hs is not None
+    hs = hsdb.hs
+    assert hs is not None
     path.parent.mkdir(parents=True, exist_ok=True)
     _prune(path.parent, path.name.split("-", 1)[0])
     modes = [db.mode if db is not None else 0 for db in dbs]
     head = json.dumps({**meta, "_modes": modes}).encode()
     parts = [struct.pack("<I", len(head)), head]
     for db in dbs:
-        blob = _hs.dumpb(db) if db is not None else b""
+        blob = hs.dumpb(db) if db is not None else b""
         parts += [struct.pack("<Q", len(blob)), blob]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(b"".join(parts))
