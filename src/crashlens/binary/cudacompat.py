@@ -63,7 +63,7 @@ def parse_gpu(gpu: str | float) -> tuple[int, int] | None:
     m = re.fullmatch(r"(\d{1,2})\.(\d)", text)
     if m:
         return int(m[1]), int(m[2])
-    from ..parsers.environment import gpu_compute_capability
+    from ..gpus import gpu_compute_capability  # regex and the YAML table: only for a GPU name
 
     cc = gpu_compute_capability(text)
     if cc:

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..model import Frame
-from ..parsers.tracebacks import frame_kind
+from ..pathkinds import frame_kind
 
 
 def python_frames(core_path: str, executable: str, tid: int | None = None) -> tuple[list[Frame] | None, str]:

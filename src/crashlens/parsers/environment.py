@@ -40,14 +40,13 @@ suffix, which beats the system nvcc); at equal priority the first value wins.
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import regex as re
 import yaml
 
+from crashlens.gpus import gpu_compute_capability, gpu_name_words as _words
 from crashlens.model import Evidence, Line
 
 __all__ = ["parse_environment", "gpu_compute_capability"]
@@ -55,30 +54,7 @@ __all__ = ["parse_environment", "gpu_compute_capability"]
 
 # ------------------------------------------------------------------------------ GPU table
 
-_VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "quadro"})
-
-
-def _words(name: str) -> tuple[str, ...]:
-    return tuple(w for w in re.split(r"[^0-9a-z]+", name.lower()) if w and w not in _VENDOR_WORDS)
-
-
-@functools.cache
-def _gpu_table() -> tuple[tuple[tuple[str, ...], str], ...]:
-    text = (importlib.resources.files("crashlens") / "data" / "gpus.yaml").read_text("utf-8")
-    data = yaml.safe_load(text) or {}
-    rows = [(_words(str(name)), str(cc)) for cc, names in data.items() for name in names]
-    # Longest names first: "rtx 6000 ada" must be tried before "rtx 6000".
-    return tuple(sorted(rows, key=lambda row: -len(row[0])))
-
-
-def gpu_compute_capability(name: str) -> str | None:
-    """Compute capability ("8.0") of a GPU product name, from data/gpus.yaml; None if unknown."""
-    words = _words(name)
-    for key, cc in _gpu_table():
-        n = len(key)
-        if any(words[i : i + n] == key for i in range(len(words) - n + 1)):
-            return cc
-    return None
+# the table and its matching live in crashlens.gpus (binary/cudacompat uses them too)
 
 
 def _sm(cc: str) -> str:

@@ -23,6 +23,7 @@ import regex as re
 import yaml
 
 from ..model import Evidence, Frame, Line, Loc
+from ..pathkinds import frame_kind
 
 TB_HEADER = re.compile(r"Traceback \(most recent call last\):?\s*$")
 PY_FRAME = re.compile(r'^\s*(?:>\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$')
@@ -57,16 +58,6 @@ GDB_FRAME = re.compile(
 LLDB_FRAME = re.compile(r"^\s*(?:\*\s*)?frame #(?P<n>\d+): (?P<addr>0x[0-9a-f]+) (?P<module>[^`\s]+)`(?P<func>.+?)(?: \+ (?P<off>\d+))?(?: at (?P<where>\S+))?$")
 TORCHRUN_ROOT = re.compile(r"Root Cause \(first observed failure\):")
 TORCHRUN_KV = re.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<v>.*)$")
-
-LIBRARY_PATH = re.compile(
-    r"(?:site-packages|dist-packages|/lib/python\d|lib64/python\d|<frozen |\.egg/|/usr/lib/|"
-    r"/opt/conda/lib/|\\Lib\\|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen)"
-)
-
-
-def frame_kind(path: str) -> str:
-    return "library" if LIBRARY_PATH.search(path) else "user"
-
 
 @cache
 def _knowledge() -> dict[str, Any]:

@@ -1,0 +1,24 @@
+"""Whose code a source file is, judged by its path: the user's, or a library's (an installed
+package, the standard library, PyTorch, a frozen or generated module).
+
+    frame_kind("/home/me/train.py") -> "user"
+    frame_kind("/usr/lib/python3.11/site-packages/torch/nn/modules/module.py") -> "library"
+
+A neutral module: the traceback parser and binary/pyframes (Python frames read from a core)
+both use it; it imports nothing else of crashlens.
+"""
+
+from __future__ import annotations
+
+import regex as re
+
+__all__ = ["LIBRARY_PATH", "frame_kind"]
+
+LIBRARY_PATH = re.compile(
+    r"(?:site-packages|dist-packages|/lib/python\d|lib64/python\d|<frozen |\.egg/|/usr/lib/|"
+    r"/opt/conda/lib/|\\Lib\\|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen)"
+)
+
+
+def frame_kind(path: str) -> str:
+    return "library" if LIBRARY_PATH.search(path) else "user"
