@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import regex as re
-import yaml
 
 from crashlens.gpus import gpu_compute_capability, gpu_name_words as _words
 from crashlens.model import Evidence, Line
