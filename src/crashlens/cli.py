@@ -56,10 +56,11 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
             fail_on: tuple[str, ...] = (), no_redact: bool = False) -> None:
     """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives."""
     from .analyze import Options, analyze_paths
+    from .engine.rules import taxonomy
     from .report import ci
 
     try:
-        gate = ci.parse_fail_on(fail_on)
+        gate = ci.parse_fail_on(fail_on, taxonomy())
         flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
         result = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot,
                                                      gpu=gpu, cpu_flags=flags))

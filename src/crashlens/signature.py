@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import regex as re
 
+from .knowledge import abort_frames
 from .model import Analysis, Evidence, Frame
 
 VERSION = 1
@@ -48,9 +49,6 @@ class Signature:
 
     def as_json(self) -> dict[str, str]:
         return {"id": self.id, "text": self.text}
-
-    def __str__(self) -> str:
-        return f"{self.id}  {self.text}"
 
 
 # --- text normalisation -------------------------------------------------------------------------
@@ -186,45 +184,15 @@ def python_frames(frames: Sequence[Frame]) -> list[str]:
     return [k for k in (frame_key(f) for f in real[-MAX_FRAMES:]) if k]
 
 
-_MACHINERY_FUNCTIONS = ("abort", "raise", "gsignal", "*pthread_kill*", "tgkill", "__restore_rt", "*assert_fail*",
-                        "__libc_message*", "*libc_fatal", "*fortify_fail", "__chk_fail", "__stack_chk_fail*",
-                        "malloc_printerr", "std::terminate", "std::__terminate", "std::__throw_*", "__cxa_throw",
-                        "__cxa_rethrow", "__cxa_call_terminate", "__gnu_cxx::__verbose_terminate_handler",
-                        "__cxxabiv1::*", "_Unwind_*")
-_RUNTIME_MODULES = ("libc.so*", "libc-2.*.so", "libpthread*.so*", "libstdc++.so*", "libgcc_s.so*", "libc++abi.so*",
-                    "libc++.so*", "libunwind.so*", "ld-linux*.so*")
-
-
-def _machinery() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The abort machinery (data/abort_frames.yaml when present): frames that only carry an abort."""
-    global _MACHINERY
-    if _MACHINERY is None:
-        funcs, mods = _MACHINERY_FUNCTIONS, _RUNTIME_MODULES
-        try:
-            from importlib import resources
-
-            import yaml
-
-            data = yaml.safe_load((resources.files("crashlens") / "data" / "abort_frames.yaml").read_text("utf-8"))
-            funcs = tuple(str(x) for x in data.get("functions", ())) or funcs
-            mods = tuple(str(x) for x in data.get("runtime_modules", ())) or mods
-        except Exception:  # noqa: BLE001 - the built-in list is the fallback
-            pass
-        _MACHINERY = (funcs, mods)
-    return _MACHINERY
-
-
-_MACHINERY: tuple[tuple[str, ...], tuple[str, ...]] | None = None
-
-
 def _is_machinery(function: str, module: str) -> bool:
+    """A frame of the abort machinery (data/abort_frames.yaml): frames that only carry an abort."""
     from fnmatch import fnmatchcase
 
-    funcs, mods = _machinery()
+    machinery = abort_frames()
     fn = native_function(function)
     if fn != "?":
-        return any(fnmatchcase(fn, p) for p in funcs)
-    return bool(module) and any(fnmatchcase(native_module(module), p) for p in mods)
+        return any(fnmatchcase(fn, p) for p in machinery.functions)
+    return bool(module) and any(fnmatchcase(native_module(module), p) for p in machinery.runtime_modules)
 
 
 def native_frames(frames: Iterable[Mapping[str, Any] | Frame], limit: int = MAX_FRAMES) -> list[str]:
@@ -243,7 +211,7 @@ def native_frames(frames: Iterable[Mapping[str, Any] | Frame], limit: int = MAX_
     if i:
         from fnmatch import fnmatchcase
 
-        mods = _machinery()[1]
+        mods = abort_frames().runtime_modules
         while i < len(items) - 1 and any(fnmatchcase(native_module(items[i][1]), p) for p in mods):
             i += 1
     out: list[str] = []

@@ -2,7 +2,7 @@
 step outputs), JUnit XML and GitLab Code Quality JSON. docs/ci.md shows each output.
 
     exit_code(analysis, fail_on) -> int          0 / 1 / 4 (docs/ci.md "Exit codes")
-    parse_fail_on(values) -> frozenset[str]      validated categories (CrashlensError: exit 2)
+    parse_fail_on(values, known) -> frozenset    validated categories (CrashlensError: exit 2)
     github_commands(analysis, sig, workspace) -> list[str]    ::error / ::warning / ::notice lines
     step_summary(analysis, sig) -> str           the Markdown appended to $GITHUB_STEP_SUMMARY
     junit_xml(analysis, sig, ws=None) -> str     one testsuite "crashlens", one testcase per cause
@@ -10,7 +10,7 @@ step outputs), JUnit XML and GitLab Code Quality JSON. docs/ci.md shows each out
     emit(analysis, sig, ...)                     what `crashlens analyze --github/--junit/--codequality` does
 
 Everything that leaves for a CI system (step summary, annotations, the grouped report, JUnit,
-Code Quality) goes through report.redact when that module is installed.
+Code Quality) goes through report.redact's Redactor unless redaction is turned off.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from .. import __version__
 from ..errors import CrashlensError
 from ..model import Analysis, Cause, Evidence, Frame
 from ..signature import Signature
+from .redact import Redactor
+from .text import code_path_line, fmt_evidence, one_line
 
 # Exit codes (docs/ci.md; README.md lists 0-3)
-EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL, EXIT_FAIL_ON = 0, 1, 2, 3, 4
+EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 4
 FAIL_ON_ANY = "any"
 
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 errors and 10 warnings (and notices) per step
@@ -46,13 +48,10 @@ class UsageError(CrashlensError):
     exit_code = EXIT_USAGE
 
 
-def parse_fail_on(values: Iterable[str]) -> frozenset[str]:
+def parse_fail_on(values: Iterable[str], known: Collection[str]) -> frozenset[str]:
     """--fail-on values (repeatable, each may be a comma or space separated list) -> categories.
-    A category that is not in the taxonomy is a usage error (a typo must not disable a gate)."""
-    from ..engine.rules import taxonomy
-
+    A category that is not `known` (the taxonomy) is a usage error (a typo must not disable a gate)."""
     cats = {c.strip() for v in values for c in v.replace(",", " ").split() if c.strip()}
-    known = set(taxonomy())
     unknown = sorted(c for c in cats if c not in known and c != FAIL_ON_ANY)
     if unknown:
         raise UsageError(f"--fail-on: unknown categor{'y' if len(unknown) == 1 else 'ies'}: {', '.join(unknown)}",
@@ -68,49 +67,6 @@ def exit_code(a: Analysis, fail_on: Collection[str] = ()) -> int:
     if fail_on and (FAIL_ON_ANY in fail_on or a.causes[0].category in fail_on):
         return EXIT_FAIL_ON
     return EXIT_FOUND
-
-
-# --- redaction ------------------------------------------------------------------------------------
-
-
-class Redactor:
-    """report.redact.redact when it is installed (the bug-report work adds it), else a no-op
-    that says so. count: items redacted over every call."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.count = 0
-        self.fn: Callable[..., Any] | None = None
-        self.note = ""
-        if not enabled:
-            self.note = "redaction turned off"
-            return
-        try:
-            from .redact import redact  # type: ignore[import-not-found]
-        except ImportError:
-            self.note = "redaction unavailable (crashlens.report.redact is not installed): nothing was redacted"
-        else:
-            self.fn = redact
-
-    def __call__(self, text: str) -> str:
-        if self.fn is None or not text:
-            return text
-        out = self.fn(text)
-        if isinstance(out, tuple):
-            text, counts = out[0], out[1] if len(out) > 1 else 0
-        else:
-            text, counts = out, 0
-        if isinstance(counts, Mapping):
-            self.count += sum(int(v) for v in counts.values())
-        elif isinstance(counts, (int, float)):
-            self.count += int(counts)
-        elif isinstance(counts, Iterable):
-            self.count += sum(1 for _ in counts)
-        return text
-
-    def footer(self) -> str:
-        if self.fn is None:
-            return self.note
-        return f"{self.count} item(s) redacted" if self.count else "nothing needed redaction"
 
 
 # --- paths inside the repository ------------------------------------------------------------------
@@ -167,11 +123,6 @@ def workflow_command(command: str, message: str, **props: Any) -> str:
     return f"::{command}{' ' + ps if ps else ''}::{escape_data(message)}"
 
 
-def _one_line(text: str, width: int = 300) -> str:
-    t = " ".join(text.split())
-    return t if len(t) <= width else t[: width - 1] + "…"
-
-
 def _innermost_user_frames(frames: Sequence[Frame]) -> list[Frame]:
     return [f for f in frames if f.kind == "user" and f.file and f.line]
 
@@ -186,7 +137,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
         title = f"crashlens: {top.title}"
         msg = f"{top.category} (confidence {top.confidence:.2f})"
         if primary is not None:
-            msg += f": {_one_line(primary.text)}"
+            msg += f": {one_line(primary.text, 300)}"
         msg += f"\nsignature {sig.id}: {sig.text}"
         if top.remedies:
             msg += f"\nWhat to do: {top.remedies[0]}"
@@ -200,7 +151,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
     else:
         msg = "no known root cause was recognised"
         if primary is not None:
-            msg += f"; last error: {_one_line(primary.text)}"
+            msg += f"; last error: {one_line(primary.text, 300)}"
         out.append(workflow_command("notice", scrub(msg), title="crashlens: nothing recognised"))
 
     seen: set[tuple[str, int]] = set()
@@ -218,7 +169,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
         seen.add(key)
         counts[level] += 1
         end = e.loc.end_line if e.loc.end_line and e.loc.end_line != e.loc.line else None
-        out.append(workflow_command(level, scrub(_one_line(e.text)), file=f, line=e.loc.line, end_line=end,
+        out.append(workflow_command(level, scrub(one_line(e.text, 300)), file=f, line=e.loc.line, end_line=end,
                                     title=scrub(title)))
 
     # the code path: user frames whose source is in the repository (the failing call is a warning)
@@ -232,7 +183,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
         counts[level] += 1
         what = f"{fr.function}: {fr.code}" if fr.code else fr.function
         title = "crashlens: failing call" if i == 0 else "crashlens: code path"
-        out.append(workflow_command(level, scrub(_one_line(what)), file=f, line=fr.line, title=title))
+        out.append(workflow_command(level, scrub(one_line(what, 300)), file=f, line=fr.line, title=title))
     for i, c in enumerate(a.causes):
         level = "warning" if i == 0 else "notice"
         for e in c.evidence:
@@ -258,15 +209,13 @@ def _write_outputs(path: str, values: Mapping[str, str]) -> None:
 
 
 def _cell(text: str, width: int = 400) -> str:
-    t = _one_line(text, width).replace("|", "\\|").replace("`", "'")
+    t = one_line(text, width).replace("|", "\\|").replace("`", "'")
     return f"`{t}`" if t else ""
 
 
 def step_summary(a: Analysis, sig: Signature, full_report: str | None = None) -> str:
     """A short Markdown summary: the top cause, signature, primary error, code path, what to do,
     then the other causes and the full Markdown report folded in <details>."""
-    from .text import code_path_line
-
     out: list[str] = []
     top = a.causes[0] if a.causes else None
     if top is None:
@@ -283,7 +232,7 @@ def step_summary(a: Analysis, sig: Signature, full_report: str | None = None) ->
         out.append(f"| **Code path** | {_cell(code_path_line(a.code_path))} |")
     if a.secondary_errors:
         s = a.secondary_errors[0]
-        out.append(f"| **Secondary** | `{s.evidence.loc}` {_cell(s.evidence.text, 200)} — {_one_line(s.reason, 200)} |")
+        out.append(f"| **Secondary** | `{s.evidence.loc}` {_cell(s.evidence.text, 200)} — {one_line(s.reason, 200)} |")
     out.append("")
     if top is not None:
         out += [top.explanation, ""]
@@ -311,8 +260,6 @@ def _x(text: str) -> str:
 
 
 def _evidence_block(c: Cause) -> str:
-    from .text import fmt_evidence
-
     return "\n".join(fmt_evidence(e, 400) for e in c.evidence)
 
 
@@ -333,7 +280,7 @@ def junit_xml(a: Analysis, sig: Signature, scrub: Callable[[str], str] = lambda 
             failures += 1
             msg = f"{c.category} (confidence {c.confidence:.2f})"
             if a.primary_error is not None:
-                msg += f": {_one_line(a.primary_error.text, 400)}"
+                msg += f": {one_line(a.primary_error.text, 400)}"
             body = [c.explanation, ""]
             if a.primary_error is not None:
                 body += [f"Primary error ({a.primary_error.loc}):", a.primary_error.text, ""]
@@ -403,7 +350,7 @@ def code_quality(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str], s
     for i, c in enumerate(a.causes):
         desc = f"crashlens: {c.title} ({c.category}, confidence {c.confidence:.2f})"
         if i == 0 and a.primary_error is not None:
-            desc += f": {_one_line(a.primary_error.text, 300)}"
+            desc += f": {one_line(a.primary_error.text, 300)}"
         body = "\n".join([c.explanation, "", "Evidence:", _evidence_block(c), "", "What to do:",
                           *[f"- {r}" for r in c.remedies]])
         issues.append({
@@ -442,6 +389,18 @@ def report_text(a: Analysis, sig: Signature, fmt: str, top: int = 3, verbose: bo
     return buf.getvalue()
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
+def _footer(red: Redactor | None) -> str:
+    """The step summary's word on redaction."""
+    if red is None:
+        return "redaction turned off"
+    n = sum(red.counts.values())
+    return f"{n} item(s) redacted" if n else "nothing needed redaction"
+
+
 def _write(path: Path, text: str, what: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -459,15 +418,13 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
     out = out or sys.stdout
     err = err or sys.stderr
     ws = workspace(env)
-    scrub = Redactor(redact)
+    scrub: Callable[[str], str] = Redactor() if redact else _as_is
     if junit is not None:
         _write(junit, junit_xml(a, sig, scrub, ws), "JUnit")
     if codequality is not None:
         _write(codequality, json.dumps(code_quality(a, sig, ws, scrub), indent=2, ensure_ascii=False) + "\n",
                "Code Quality")
     if not github:
-        if scrub.note and scrub.fn is None and redact:
-            print(f"crashlens: {scrub.note}", file=err)
         return
     for line in github_commands(a, sig, ws, scrub):
         print(line, file=out)
@@ -484,9 +441,10 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
         print("::endgroup::", file=out)
     summary_path = env.get("GITHUB_STEP_SUMMARY")
     if summary_path:
-        own = Redactor(redact)  # counts what this summary lost, for its footer
-        summary = own(step_summary(a, sig, report_text(a, sig, "markdown", top, verbose)))
-        summary += f"<sub>crashlens {__version__} · signature {sig.id} · {own.footer()}</sub>\n"
+        own = Redactor() if redact else None  # counts what this summary lost, for its footer
+        summary = step_summary(a, sig, report_text(a, sig, "markdown", top, verbose))
+        summary = own(summary) if own is not None else summary
+        summary += f"<sub>crashlens {__version__} · signature {sig.id} · {_footer(own)}</sub>\n"
         try:
             with open(summary_path, "a", encoding="utf-8") as fh:
                 fh.write(summary + "\n")
@@ -499,5 +457,3 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
             _write_outputs(env["GITHUB_OUTPUT"], step_outputs(a, Signature(sig.id, scrub(sig.text), sig.parts), code))
         except OSError as exc:
             print(f"crashlens: could not write step outputs to {env['GITHUB_OUTPUT']}: {exc.strerror or exc}", file=err)
-    if scrub.fn is None and redact:
-        print(f"crashlens: {scrub.note}", file=err)

@@ -503,15 +503,6 @@ def redact(text: str, *, emails: bool = False, home_users: bool = False, hostnam
     return r.redact(text), r.counts
 
 
-def merge(*counts: Mapping[str, int]) -> Counts:
-    out: Counts = {}
-    for c in counts:
-        for k, v in c.items():
-            if v:
-                out[k] = out.get(k, 0) + v
-    return out
-
-
 def summary(counts: Mapping[str, int]) -> str:
     """`crashlens redacted 3 items: 2 hf tokens, 1 e-mail` (or `… redacted no items`)."""
     total = sum(counts.values())

@@ -9,11 +9,14 @@ import regex as re
 from ..model import Evidence, Frame
 
 
+def one_line(text: object, width: int = 160) -> str:
+    """Text on one line (runs of white space -> one space), cut to width with an ellipsis."""
+    t = " ".join(str(text).split())
+    return t if len(t) <= width else t[: width - 1] + "…"
+
+
 def fmt_evidence(e: Evidence, width: int = 200) -> str:
-    text = " ".join(e.text.split())
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    return f"{e.loc}: {text}"
+    return f"{e.loc}: {one_line(e.text, width)}"
 
 
 _ASSIGN = re.compile(r"^(?:return\s+|await\s+|yield\s+|[\w.\[\], ]+?\s*[-+*/]?=\s*(?!=))")
