@@ -1,4 +1,4 @@
-"""ISA census (binary/isa.py) and function boundaries (binary/symbols.py) on real binaries.
+"""ISA census (binary/isa/) and function boundaries (binary/symbols.py) on real binaries.
 
 Every binary here is compiled by gcc in the test session (skipped with a reason without gcc),
 then checked against what `nm` and `objdump -d` say about the same file.
