@@ -1,19 +1,19 @@
-"""GPU product names -> CUDA compute capability, from data/gpus.yaml (one table, one loader).
+"""GPU product names -> CUDA compute capability, from data/gpus.yaml (read through crashlens.knowledge).
 
     gpu_compute_capability("NVIDIA A100-SXM4-80GB") -> "8.0"      None when the name is unknown
     gpu_name_words(name) -> ("a100", "sxm4", "80gb")              the words names are matched on
 
 A neutral module: the environment parser (nvidia-smi, collect_env) and binary/cudacompat
-(`inspect --gpu H100`) both use it; it imports nothing else of crashlens.
+(`inspect --gpu H100`) both use it; it imports only crashlens.knowledge.
 """
 
 from __future__ import annotations
 
 import functools
-from importlib import resources
 
 import regex as re
-import yaml
+
+from .knowledge import data as _data
 
 __all__ = ["gpu_compute_capability", "gpu_name_words"]
 
@@ -27,9 +27,7 @@ def gpu_name_words(name: str) -> tuple[str, ...]:
 
 @functools.cache
 def _gpu_table() -> tuple[tuple[tuple[str, ...], str], ...]:
-    text = (resources.files("crashlens") / "data" / "gpus.yaml").read_text("utf-8")
-    data = yaml.safe_load(text) or {}
-    rows = [(gpu_name_words(str(name)), str(cc)) for cc, names in data.items() for name in names]
+    rows = [(gpu_name_words(str(name)), str(cc)) for cc, names in _data("gpus.yaml").items() for name in names]
     # Longest names first: "rtx 6000 ada" must be tried before "rtx 6000".
     return tuple(sorted(rows, key=lambda row: -len(row[0])))
 

@@ -53,7 +53,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from .core import Core, Module
 from .elf import ElfError, ElfFile, PT_LOAD
