@@ -393,3 +393,23 @@ def test_no_false_positives_end_to_end(tmp_path: Path):
         assert kept in r.stdout, kept
     assert r.stdout.rstrip().endswith("crashlens redacted no items (no secrets found)")
     assert "<redacted>" not in r.stdout
+
+
+def test_testing_steps_and_async_flag_come_from_the_category_data():
+    """data/categories.yaml: the async-CUDA rerun recipe for asynchronously reported kernel faults
+    only; a launch-configuration error is raised by the launch itself."""
+    from crashlens.analyze import analyze_text
+    from crashlens.report.bugreport.context import context
+    from crashlens.signature import signature
+
+    cmd = "$ python train.py --bs 64\n"
+    a = analyze_text(cmd + "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert a.causes[0].category == "gpu-illegal-memory-access"
+    ctx = context(a, signature(a))
+    assert ctx["async_gpu_error"] is True
+    assert ctx["testing"][0].startswith("Rerun with `CUDA_LAUNCH_BLOCKING=1 python train.py --bs 64`")
+    a = analyze_text(cmd + "RuntimeError: CUDA error: invalid configuration argument\n")
+    assert a.causes[0].category == "cuda-launch-config"
+    ctx = context(a, signature(a))
+    assert ctx["async_gpu_error"] is False
+    assert not any("CUDA_LAUNCH_BLOCKING" in s for s in ctx["testing"])
