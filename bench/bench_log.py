@@ -67,9 +67,9 @@ import dataclasses, json, re, sys, time
 from crashlens.text.select import SelectStats, select_lines
 path, words = sys.argv[1], sys.argv[2:]
 if words == ["--rules"]:
-    from crashlens.analyze import _anchors
+    from crashlens.engine.collect import rule_anchors
     from crashlens.engine.rules import load_rules
-    anchors = _anchors(load_rules())
+    anchors = rule_anchors(load_rules())
 else:
     anchors = [re.escape(a) for a in words]
 stats = SelectStats()

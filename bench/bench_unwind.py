@@ -55,12 +55,13 @@ import json, sys, time
 t0 = time.perf_counter()
 from crashlens.binary.core import read_core
 from crashlens.binary.unwind import Unwinder, culprit
+from crashlens.report.json import backtrace_json
 imported = time.perf_counter() - t0
 t0 = time.perf_counter()
 with read_core(sys.argv[1]) as core, Unwinder(core) as u:
     bts = u.backtraces() if sys.argv[2] == "all" else [u.backtrace()]
     c = culprit(bts[0])
-    out = [bt.to_json() for bt in bts]
+    out = [backtrace_json(bt) for bt in bts]
 seconds = time.perf_counter() - t0
 f = bts[0].frames
 print(json.dumps({"seconds": seconds, "import_seconds": imported, "threads": len(bts),

@@ -36,7 +36,7 @@ def test_amx_sigill_core_gives_instruction_and_verdict(tmp_path: Path):
     assert top.category == "cpu-isa-unsupported" and top.confidence >= 0.9
     assert "ldtilecfg" in top.explanation and "AMX-TILE" in top.explanation
     assert any(e.kind == "crash" for e in top.evidence)
-    assert a.crash is not None and a.crash["cpu_supports"] is False and a.crash["function"] == "tile_setup"
+    assert a.crash is not None and a.crash.cpu_supports is False and a.crash.function == "tile_setup"
     from crashlens.report.json import to_dict
     from crashlens.signature import signature
 
@@ -49,7 +49,7 @@ def test_segfault_core_stays_native_segfault(tmp_path: Path):
     prog, core = _core("segv", tmp_path)
     a = analyze_paths([core])
     assert a.causes[0].category == "native-segfault"
-    assert a.crash is not None and a.crash["signal"] == "SIGSEGV" and a.crash["fault_address"] == "0x0"
+    assert a.crash is not None and a.crash.signal == "SIGSEGV" and a.crash.fault_address == 0
     assert "cpu-isa-unsupported" not in [c.category for c in a.causes]
 
 
@@ -57,13 +57,13 @@ def test_abort_core_is_native_abort(tmp_path: Path):
     prog, core = _core("abort", tmp_path)
     a = analyze_paths([core])
     assert a.causes[0].category == "native-abort"
-    assert a.crash is not None and a.crash["signal"] == "SIGABRT"
+    assert a.crash is not None and a.crash.signal == "SIGABRT"
 
 
 def test_abort_core_names_the_culprit_and_gives_a_backtrace(tmp_path: Path):
     prog, core = _core("abort", tmp_path)
     a = analyze_paths([core])
-    assert a.crash is not None and a.crash.get("culprit_function") == "check_config"
+    assert a.crash is not None and a.crash.culprit is not None and a.crash.culprit.function == "check_config"
     from crashlens.report.json import to_dict
     from crashlens.signature import signature
 
@@ -105,9 +105,9 @@ def test_library_found_by_build_id_under_lib_path(tmp_path: Path):
     moved = elsewhere / "renamed.so"
     prog.rename(moved)
     a = analyze_paths([core], Options(lib_paths=(tmp_path / "libs",)))
-    mods = {m["path"]: m for m in a.crash["modules_list"]}
-    assert mods[str(prog)]["found_at"] == str(moved) and mods[str(prog)]["mismatch"] is False
-    assert a.crash["function"] == "store_value"
+    mods = {m.path: m for m in a.crash.modules}
+    assert mods[str(prog)].found_at == str(moved) and mods[str(prog)].mismatch is False
+    assert a.crash.function == "store_value"
 
 
 def test_python_frames_from_the_core_with_pystack(tmp_path: Path):
@@ -123,7 +123,7 @@ def test_python_frames_from_the_core_with_pystack(tmp_path: Path):
         pytest.skip("no core file was written")
     a = analyze_paths([cores[0]])  # no log: the Python frames come from the core itself
     assert a.causes[0].category == "native-segfault"
-    py = a.crash.get("python_frames")
-    assert py and [f["function"] for f in py][-3:] == ["main", "load", "string_at"]
+    py = a.crash.python_frames
+    assert py and [f.function for f in py][-3:] == ["main", "load", "string_at"]
     functions = [f.function for f in a.code_path]
     assert functions.index("load") < functions.index("string_at") and a.code_path[-1].kind == "native"

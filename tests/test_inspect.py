@@ -70,7 +70,7 @@ def test_library_found_by_lib_path(tmp_path: Path):
         "frame #3: axpy_launch + 0x21 (0x7f0 in /opt/app/lib/libaxpy_sm80.so)\n")
     a = analyze_paths([log], Options(gpu="sm_75", lib_paths=(BIN,)))
     assert [r.path for r in a.libraries] == [str(BIN / "libaxpy_sm80.so")]
-    assert a.libraries[0].verdict is not None and a.libraries[0].verdict.compatible is False
+    assert a.libraries[0].device is not None and a.libraries[0].cuda_compatible is False
     a = analyze_paths([log], Options(gpu="sm_75"))
     assert not a.libraries and any("not found" in n for n in a.notes)
 

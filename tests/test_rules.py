@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from crashlens.analyze import text_analyzer
 from crashlens.engine.examples import fired_rules
 from crashlens.engine.rules import default_rules_dir, load_rules, taxonomy, validate_documents
 from crashlens.errors import RuleError
@@ -35,7 +36,7 @@ def test_packaged_taxonomy_matches_shared():
     ids=lambda v: v.id if hasattr(v, "category") else ("fires" if v.fires else "not"),
 )
 def test_rule_example(rule, example):
-    fired = rule.id in fired_rules(example.text, evidence=example.evidence)
+    fired = rule.id in fired_rules(example.text, text_analyzer(), evidence=example.evidence)
     assert fired == example.fires, f"{rule.id}: expected {'firing' if example.fires else 'no firing'} on {example.text!r}"
 
 

@@ -154,7 +154,7 @@ def test_real_cores_same_program_same_signature(tmp_path: Path):
             pytest.skip(f"no core file: {c.why}")
         a = analyze_paths([c.core])
         assert a.crash is not None
-        sigs[(name, run)] = (signature(a), c.pid, a.crash["pc"])
+        sigs[(name, run)] = (signature(a), c.pid, hex(a.crash.pc or 0))
     (s1, pid1, pc1), (s2, pid2, pc2) = sigs[("segv", 1)], sigs[("segv", 2)]
     assert pid1 != pid2
     assert s1.id == s2.id, (s1, s2)

@@ -32,6 +32,7 @@ from crashlens.binary.dwarfcfi import CFIError, CFITable, evaluate
 from crashlens.binary.elf import ElfFile
 from crashlens.binary.symbolize import Symbolizer, demangle, find_debug_file, symbolize
 from crashlens.binary.unwind import Backtrace, Unwinder, backtrace, culprit, plain_name
+from crashlens.report.json import backtrace_json
 from crashlens.errors import CrashlensError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,7 @@ def is_alias(frame, name: str) -> bool:
     """gdb names a function by its DWARF name, crashlens by its preferred symbol: the same
     function when `name` is a symbol of the module (or its debug file) at the frame's function start."""
     from crashlens.binary.symbols import symbol_sections
-    if frame.module is None or frame.module_address is None or frame.function_offset is None:
+    if not frame.module or frame.module_address is None or frame.function_offset is None:
         return False
     start = frame.module_address - frame.function_offset
     elfs = []
@@ -324,7 +325,7 @@ def test_deep_stripped_library(deep, tmp_path):
     assert names[-1] == "_start" and "__libc_start_call_main" in names
     assert culprit(bt) is bt.frames[0]          # not an abort: the faulting frame
     assert took < 5
-    j = bt.to_json()
+    j = backtrace_json(bt)
     assert j[0]["trust"] == "context" and j[1]["function"] == "deep_tile" and j[1]["line"] == 25
     assert set(j[0]) >= {"pc", "module", "function", "offset", "file", "line", "trust"}
     assert j[1]["offset"] == hex(f1.module_offset) and j[1]["function_offset"] == hex(f1.function_offset)
@@ -381,9 +382,9 @@ def test_debug_file_layouts(deep, tmp_path):
         assert bt.frames[1].line == 25, layout
     # no debug file: only the exported function has a name (.dynsym); the frames still unwind (.eh_frame)
     bt = run("none")
-    assert bt.functions()[:5] == [None, None, None, None, "deep_forward"], bt.format()
+    assert bt.functions()[:5] == ["", "", "", "", "deep_forward"], bt.format()
     assert [f.trust for f in bt.frames[:6]] == ["context"] + ["cfi"] * 5
-    assert bt.frames[0].file is None
+    assert not bt.frames[0].file
 
 
 def test_debug_frame_only_in_the_debug_file(tmp_path):
@@ -440,10 +441,11 @@ def test_cxx_terminate(terminate, tmp_path):
 
 
 def test_culprit_rules():
-    from crashlens.binary.unwind import Frame
+    from crashlens.model import Frame, FrameTrust
 
     def fr(i, fn, mod):
-        return Frame(i, 0x1000 + i, 0, "cfi", mod, 0, 0, function=fn)
+        return Frame("native", fn or "", module=mod, index=i, pc=0x1000 + i, sp=0, trust=FrameTrust.CFI,
+                     module_base=0, module_offset=0)
     libc, app, cxx = "/lib/x86_64-linux-gnu/libc.so.6", "/opt/app/train", "/usr/lib/libstdc++.so.6"
     bt = Backtrace((fr(0, "__pthread_kill_implementation", libc), fr(1, "raise", libc), fr(2, "abort", libc),
                     fr(3, "__libc_message_impl", libc), fr(4, "malloc_printerr", libc), fr(5, "_int_free", libc),
@@ -495,7 +497,7 @@ def test_python_faulthandler(python_fault, tmp_path):
     # from the recovered context: strlen (libc) <- string_at (_ctypes) <- libffi <- ... <- python
     f = from_fault.frames
     assert f[0].pc == site.pc and f[0].trust == "context" and "libc.so" in f[0].module
-    assert f[0].function is None or "strlen" in f[0].function
+    assert not f[0].function or "strlen" in f[0].function
     mods = [os.path.basename(x.module or "?") for x in f]
     assert mods[1].startswith("_ctypes") and f[1].function == "string_at", from_fault.format()
     assert any(m.startswith("libffi") for m in mods), from_fault.format()
@@ -525,7 +527,7 @@ def test_missing_library(deep):
         bt = backtrace(core, file_resolver=lambda p: None if p == lib else p)
     assert [f.module_offset for f in bt.frames[:6]] == [f.module_offset for f in full.frames[:6]], bt.format()
     assert [f.trust for f in bt.frames[:6]] == ["context"] + ["scan"] * 5
-    assert bt.frames[0].function is None and bt.frames[5].function == "main"
+    assert not bt.frames[0].function and bt.frames[5].function == "main"
     assert any("not found on this machine" in n for n in bt.notes)
     assert any("not verified" in n for n in bt.notes)
     assert bt.functions()[-1] == "_start"
@@ -557,7 +559,7 @@ def test_build_id_mismatch(deep, tmp_path):
             mods = {m["path"]: m for m in u.modules()}
     assert mods[lib]["mismatch"] is True and mods[lib]["found_at"] == str(other)
     assert any("build-id mismatch" in n for n in bt.notes)
-    assert bt.frames[0].function is None                   # the other build's names are not used
+    assert not bt.frames[0].function                   # the other build's names are not used
     assert [f.trust for f in bt.frames[1:6]] == ["scan"] * 5 and bt.frames[5].function == "main"
 
 
@@ -581,7 +583,7 @@ def test_truncated_core(deep, tmp_path):
             assert bt.frames[0].pc == full.frames[0].pc, what
             assert len(bt.frames) < len(full.frames) or bt.frames == full.frames, what
             assert bt.notes, what
-        bt.to_json()
+        backtrace_json(bt)
 
 
 @pytest.fixture(scope="module")
@@ -615,7 +617,7 @@ def test_corrupt_eh_frame(deep, eh_frame_span, tmp_path, data):
     assert time.perf_counter() - t0 < 10
     assert bt.frames and bt.frames[0].trust == "context"
     assert all(f.trust in ("context", "cfi", "fp", "scan") for f in bt.frames)
-    bt.to_json()
+    backtrace_json(bt)
     copy.unlink()
 
 
@@ -649,7 +651,7 @@ def test_garbage_on_the_stack(deep, deep_core_bytes, tmp_path, data):
     assert time.perf_counter() - t0 < 10
     assert bt.frames and bt.frames[0].pc == code[0] and len(bt.frames) <= 256
     assert bt.end
-    bt.to_json()
+    backtrace_json(bt)
     p.unlink()
 
 

@@ -146,10 +146,11 @@ def rules_validate(rules_dir: Path | None) -> None:
 @click.option("-k", "only", help="Only rules whose id contains this text.")
 def rules_test(rules_dir: Path | None, only: str | None) -> None:
     """Run every rule's inline examples through the whole pipeline."""
+    from .analyze import text_analyzer
     from .engine.examples import run_examples
 
     try:
-        results = run_examples(rules_dir, only)
+        results = run_examples(text_analyzer(rules_dir), rules_dir, only)
     except CrashlensError as exc:
         _fail(exc)
         return

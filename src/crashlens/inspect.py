@@ -4,20 +4,24 @@ these reports; `analyze` turns them into `library` evidence for the rules.
 
 Each part is read on its own: a part that cannot be read is an entry in `errors`, and the
 other parts are still reported.
+
+    inspect_file(path, gpu=..., driver=..., cpu_flags=...) -> LibraryReport   (crashlens inspect)
+    inspect_libraries(inputs, items, lines, env, ...) -> (LibraryFacts, evidence, notes)   (analyze)
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Collection
+from pathlib import Path
+from typing import Any, Collection, Mapping, Sequence
 
 from .binary.cudacompat import Verdict, compatible
 from .binary.elf import ElfError, ElfFile
 from .binary.elffacts import ElfFacts, read_elf_facts
 from .binary.fatbin import CudaImages, read_cuda_images
 from .errors import CrashlensError
-from .model import Evidence, Loc
+from .model import Evidence, EvidenceKind, InputFile, LibraryFacts, Loc
 
 
 @dataclass(frozen=True)
@@ -72,46 +76,76 @@ def _archs(images: CudaImages, kind: str) -> list[str]:
                   key=lambda a: (int("".join(c for c in a if c.isdigit()) or 0), a))
 
 
-def library_facts(r: LibraryReport) -> dict[str, Any]:
-    """Plain facts of a report, for rules (conditions and explanation fields) and JSON."""
-    f: dict[str, Any] = {"path": r.path, "library": os.path.basename(r.path)}
-    if r.facts is not None:
-        f["build_id"] = r.facts.build_id
-        f["soname"] = r.facts.soname
-        for k, v in r.facts.max_versions.items():
-            f[f"max_{k.lower()}"] = v
-    if r.cuda is not None and r.cuda.images:
-        f["sass"] = " ".join(_archs(r.cuda, "sass"))
-        f["ptx"] = " ".join(_archs(r.cuda, "ptx"))
-        f["cuda_images"] = len(r.cuda.images)
-    if r.verdict is not None:
-        f["cuda_compatible"] = r.verdict.compatible
-        f["cuda_reason"] = r.verdict.reason
-        f["device"] = r.verdict.device or r.gpu
-    if r.isa is not None:
-        f["isa_level"] = r.isa.level_name
-        f["isa_baseline_level"] = r.isa.baseline_level_name
-        f["isa_baseline"] = " ".join(r.isa.baseline)
-        f["isa_dispatched"] = " ".join(r.isa.dispatched)
-    if r.isa_missing is not None:
-        f["isa_missing_baseline"] = " ".join(sorted(r.isa_missing.get("baseline") or {}))
-        f["isa_missing_dispatched"] = " ".join(sorted(r.isa_missing.get("dispatched") or {}))
-        f["cpu_ok"] = bool(r.isa_missing.get("ok", not r.isa_missing.get("baseline")))
+def library_summary(r: LibraryReport) -> LibraryFacts:
+    """What the analysis keeps of a report (Analysis.libraries, the JSON's libraries[])."""
+    cuda = r.cuda is not None and bool(r.cuda.images)
+    missing = r.isa_missing
+    return LibraryFacts(
+        path=r.path,
+        build_id=r.facts.build_id if r.facts is not None else None,
+        soname=r.facts.soname if r.facts is not None else None,
+        max_versions=dict(r.facts.max_versions) if r.facts is not None else {},
+        sass=tuple(_archs(r.cuda, "sass")) if cuda else None,
+        ptx=tuple(_archs(r.cuda, "ptx")) if cuda else None,
+        cuda_images=len(r.cuda.images) if cuda else None,
+        cuda_compatible=r.verdict.compatible if r.verdict is not None else None,
+        cuda_reason=r.verdict.reason if r.verdict is not None else None,
+        device=(r.verdict.device or r.gpu) if r.verdict is not None else None,
+        isa_level=r.isa.level_name if r.isa is not None else None,
+        isa_baseline_level=r.isa.baseline_level_name if r.isa is not None else None,
+        isa_baseline=tuple(r.isa.baseline) if r.isa is not None else None,
+        isa_dispatched=tuple(r.isa.dispatched) if r.isa is not None else None,
+        isa_missing_baseline=tuple(sorted(missing.get("baseline") or {})) if missing is not None else None,
+        isa_missing_dispatched=tuple(sorted(missing.get("dispatched") or {})) if missing is not None else None,
+        cpu_ok=bool(missing.get("ok", not missing.get("baseline"))) if missing is not None else None,
+        errors=tuple(r.errors),
+    )
+
+
+def rule_facts(lib: LibraryFacts) -> dict[str, Any]:
+    """The facts of `library` evidence (EvidenceKind.LIBRARY), for rule conditions and explanation
+    fields: arch and extension lists as space-separated strings; a part not read is absent."""
+    f: dict[str, Any] = {"path": lib.path, "library": lib.library, "build_id": lib.build_id, "soname": lib.soname}
+    for k, v in lib.max_versions.items():
+        f[f"max_{k.lower()}"] = v
+    if lib.sass is not None:
+        f["sass"] = " ".join(lib.sass)
+        f["ptx"] = " ".join(lib.ptx or ())
+        f["cuda_images"] = lib.cuda_images
+    if lib.cuda_reason is not None:
+        f["cuda_compatible"] = lib.cuda_compatible
+        f["cuda_reason"] = lib.cuda_reason
+        f["device"] = lib.device
+    if lib.isa_level is not None:
+        f["isa_level"] = lib.isa_level
+        f["isa_baseline_level"] = lib.isa_baseline_level
+        f["isa_baseline"] = " ".join(lib.isa_baseline or ())
+        f["isa_dispatched"] = " ".join(lib.isa_dispatched or ())
+    if lib.cpu_ok is not None:
+        f["isa_missing_baseline"] = " ".join(lib.isa_missing_baseline or ())
+        f["isa_missing_dispatched"] = " ".join(lib.isa_missing_dispatched or ())
+        f["cpu_ok"] = lib.cpu_ok
     return f
 
 
-def library_evidence(r: LibraryReport) -> Evidence:
-    f = library_facts(r)
+def library_facts(r: LibraryReport) -> dict[str, Any]:
+    """Plain facts of a report, for rules (conditions and explanation fields)."""
+    return rule_facts(library_summary(r))
+
+
+def library_evidence(r: LibraryReport | LibraryFacts) -> Evidence:
+    lib = library_summary(r) if isinstance(r, LibraryReport) else r
+    f = rule_facts(lib)
     bits = [f["library"]]
     if f.get("sass") or f.get("ptx"):
         bits.append(f"SASS {f.get('sass') or 'none'}; PTX {f.get('ptx') or 'none'}")
-    if r.verdict is not None:
-        bits.append(r.verdict.reason)
+    if lib.cuda_reason is not None:
+        bits.append(lib.cuda_reason)
     if f.get("isa_baseline"):
         bits.append(f"CPU baseline {f['isa_baseline']}")
     if f.get("isa_missing_baseline"):
         bits.append(f"this CPU lacks {f['isa_missing_baseline']}")
-    return Evidence("library", "; ".join(bits), Loc(r.path), facts=f)
+    return Evidence(EvidenceKind.LIBRARY, "; ".join(bits), Loc(r.path), facts=f)
 
 
 def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
@@ -134,3 +168,59 @@ def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
     elif image.kind == "ptx":
         out["ptx"] = asdict(ptx_header(data))
     return out
+
+
+def inspect_libraries(inputs: Sequence[InputFile], items: Sequence[Evidence], lines: Sequence[Evidence],
+                      env: Mapping[str, Any], *, gpu: str | None = None, cpu_flags: Collection[str] | None = None,
+                      lib_paths: Sequence[Path] = (), sysroot: Path | None = None, max_libraries: int = 32
+                      ) -> tuple[list[LibraryFacts], list[Evidence], list[str]]:
+    """The library stage of `analyze`: find the libraries the evidence involves (given as inputs,
+    named by native frames, loader errors, dmesg `in libX.so[…]`), inspect them against the device
+    (gpu, else the first the environment names) and the CPU flags, and return their facts,
+    `library` evidence (and `crash` evidence for a dmesg SIGILL trap decoded from the file), notes."""
+    from .inputs.libraries import locate, named_libraries
+
+    given = [(i.name, None) for i in inputs if i.kind == "elf" and "!" not in i.name]
+    names = given + [(n, e) for n, e in named_libraries([*items, *lines])]
+    refs = locate(names, inputs=inputs, lib_paths=lib_paths, sysroot=sysroot)
+    if gpu is None:
+        for g in env.get("gpus") or []:
+            gpu = g.get("sm") or g.get("compute_capability") or g.get("name")
+            if gpu:
+                break
+    flags = set(cpu_flags) if cpu_flags is not None else None
+    # the x86 census costs seconds on big libraries: only when the crash is about CPU instructions
+    want_isa = any(e.kind in ("dmesg", "outcome", "crash") and (e.facts.get("event") == "invalid-opcode" or e.facts.get("signal") == "SIGILL")
+                   for e in items)
+    libraries: list[LibraryFacts] = []
+    evidence: list[Evidence] = []
+    notes: list[str] = []
+    seen: set[str] = set()
+    missing = [r.name for r in refs if r.path is None and r.evidence is not None and "/" in r.name]
+    for ref in refs:
+        if ref.path is None:
+            continue
+        real = os.path.realpath(ref.path)
+        if real in seen:
+            continue
+        seen.add(real)
+        if len(libraries) >= max_libraries:
+            notes.append(f"more than {max_libraries} libraries involved; the rest were not inspected")
+            break
+        r = inspect_file(ref.path, gpu=gpu, driver=env.get("driver_version"), cpu_flags=flags, isa=want_isa)
+        lib = library_summary(r)
+        libraries.append(lib)
+        if r.facts is not None:
+            evidence.append(library_evidence(lib))
+        if ref.evidence is not None and ref.evidence.facts.get("event") == "invalid-opcode":
+            from .binary.stage import trap_site
+
+            crash = trap_site(ref.evidence, ref.path, flags)
+            if crash is not None:
+                evidence.append(crash)
+        notes += [f"{ref.path}: {e}" for e in r.errors[:3]]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        notes.append(f"libraries named in the evidence were not found on this machine ({shown}); "
+                     "pass --sysroot or --lib-path to inspect them")
+    return libraries, evidence, notes

@@ -1,18 +1,95 @@
-"""The data that flows between pipeline stages.
+"""The data that flows between pipeline stages: the one vocabulary of crashlens.
 
 inputs  ->  InputFile            (what was given, detected by content)
 text    ->  Line                 (a normalised log line with its origin)
-parsers ->  Evidence             (one model for every kind of fact a crash left)
+parsers ->  Evidence             (one model for every kind of fact a crash left; EvidenceKind)
+binary  ->  CrashReport          (what a core gave: crash site, Backtrace of Frames, threads, modules)
+inspect ->  LibraryFacts         (what a library is built for: CUDA archs, x86 ISA, ELF facts)
 engine  ->  Cause, Analysis      (ranked root causes with their reasoning)
-report  ->  renderers read Analysis only
+report  ->  renderers read Analysis only (report/json.py is the one place JSON is built)
 
-Everything here is a plain frozen dataclass; nothing else crosses a stage boundary.
+Everything here is a plain frozen dataclass or an enum; nothing else crosses a stage boundary.
+Closed sets (evidence kinds, frame trust) are string enums: they compare equal to, and
+serialise as, the strings that rules, YAML and JSON use.
 """
 
 from __future__ import annotations
 
+import enum
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, BinaryIO, Mapping
+
+try:
+    from enum import StrEnum
+except ImportError:  # Python 3.10
+    class StrEnum(str, enum.Enum):  # type: ignore[no-redef]
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
+
+
+class EvidenceKind(StrEnum):
+    """What a piece of Evidence is; rules name these strings in `kind:` (rules/*.yaml).
+
+    Each member's doc names the facts (`Evidence.facts`) it carries; docs/rules.md lists them
+    for rule authors."""
+
+    LINE = "line"
+    """A normalised log line; no facts (rules match its text). `stream` holds the rank tag."""
+    EXCEPTION = "exception"
+    """A Python or C++ exception (parsers/tracebacks) with its `frames`. Facts: type, message,
+    headline, chain, chain_pos, secondary (raised while handling another), root, link, hint,
+    wrapper."""
+    STACK = "stack"
+    """A native stack printed in a log (gdb/lldb, c10 `frame #N`). Facts: frames (count),
+    innermost_function, innermost_module; `frames` holds the stack."""
+    DMESG = "dmesg"
+    """A kernel record (parsers/kernel). Facts: event (xid, segfault, invalid-opcode, oom-kill,
+    aer, api-mismatch, nvrm-other, ...) and the event's own: xid, xid_meaning, pci, pid,
+    process, ip, module, module_base, offset, phase, severity, ..."""
+    ENV = "env"
+    """One environment fact (parsers/environment). Facts: key, value."""
+    OUTCOME = "outcome"
+    """How a process ended (parsers/outcomes). Facts: signal, exit_code, core_dumped, failed,
+    oom, source; where the line tells: pid, command, message, imposed, sent_by, reason, job_id,
+    node, local_rank."""
+    CHILD_FAILURE = "child-failure"
+    """torchrun's "Root Cause (first observed failure)" block. Facts: rank, exitcode, host,
+    error_file, time, pid."""
+    COLLECTIVE = "collective"
+    """A rank's progress in a collective (parsers/distributed). Facts: rank, op, seq,
+    last_enqueued, last_completed, timeout_ms."""
+    COLLECTIVE_SUMMARY = "collective-summary"
+    """All ranks' collective progress: which rank did not arrive. Facts: waiting_ranks,
+    missing_ranks, op, seq."""
+    CRASH = "crash"
+    """A native crash site: from a core (binary/stage) or a dmesg SIGILL trap decoded from the
+    library file. Facts: signal, si_code, fault_address, pc, module, module_name, offset,
+    function, instruction, mnemonic, required_isa (space-separated), cpu_supports, reason,
+    method, culprit_function, culprit_module, culprit_module_name."""
+    LIBRARY = "library"
+    """A library inspected during the analysis (inspect.py; LibraryFacts). Facts: path, library,
+    build_id, soname, max_<glibc|glibcxx|...>, sass, ptx (space-separated archs), cuda_images,
+    cuda_compatible, cuda_reason, device, isa_level, isa_baseline_level, isa_baseline,
+    isa_dispatched, isa_missing_baseline, isa_missing_dispatched, cpu_ok."""
+    INPUT = "input"
+    """A binary file that was given (ELF or core). Facts: kind and the detector's facts."""
+
+
+class FrameTrust(StrEnum):
+    """How a native frame was found, best first (the levels of minidump-stackwalk)."""
+
+    CONTEXT = "context"
+    """Registers saved by the machine: frame 0, or a signal's interrupted context."""
+    CFI = "cfi"
+    """DWARF call-frame information of the module holding the pc."""
+    FP = "fp"
+    """The frame-pointer chain."""
+    SCAN = "scan"
+    """A stack word that points just after a call: a guess."""
 
 
 @dataclass(frozen=True, order=True)
@@ -60,7 +137,11 @@ class Line:
 
 @dataclass(frozen=True)
 class Frame:
-    """One stack frame of any kind (Python, C++, native, GPU)."""
+    """One stack frame of any kind (Python, C++, native, GPU).
+
+    Frames parsed from logs fill the first fields; native frames unwound from a core
+    (binary.unwind) also say where they lie (pc, module offsets) and how they were found
+    (`trust`)."""
 
     kind: str  # user | library | native | gpu
     function: str = ""
@@ -69,6 +150,21 @@ class Frame:
     code: str = ""
     module: str = ""
     loc: Loc | None = None
+    # a native frame of a core
+    index: int | None = None
+    pc: int | None = None
+    sp: int | None = None                # the stack pointer in this frame
+    trust: FrameTrust | None = None      # how this frame was found
+    module_base: int | None = None
+    module_offset: int | None = None     # pc - module base (as dmesg and minidumps count)
+    module_address: int | None = None    # pc in the ELF file's own numbering
+    build_id: str | None = None
+    function_offset: int | None = None   # pc - function start
+    inlined: tuple[Any, ...] = ()        # binary.symbolize.InlinedCall, innermost first
+    mangled: str | None = None
+    return_address: bool = False         # pc follows a call: symbolised at pc - 1
+    signal_frame: bool = False           # the kernel's signal trampoline (<signal handler called>)
+    registers: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def short(self) -> str:
         where = self.file.rsplit("/", 1)[-1] if self.file else self.module
@@ -76,18 +172,148 @@ class Frame:
             where = f"{where}:{self.line}"
         return f"{self.function or '?'} ({where})" if where else (self.function or "?")
 
+    @property
+    def location(self) -> str:
+        """gdb-style: fn+0x12 (libfoo.so+0x1234) at file:line."""
+        where = os.path.basename(self.module) if self.module else "?"
+        fn = self.function or ("<signal handler called>" if self.signal_frame else "??")
+        off = f"+{self.function_offset:#x}" if self.function and self.function_offset is not None else ""
+        src = f" at {self.file}:{self.line}" if self.file and self.line else ""
+        return f"{fn}{off} ({where}+{self.module_offset:#x}){src}" if self.module_offset is not None else f"{fn}{src}"
+
+
+@dataclass(frozen=True)
+class Backtrace:
+    """A thread's native frames, innermost first, as the unwinder found them."""
+
+    frames: tuple[Frame, ...]
+    thread: int | None                   # tid
+    notes: tuple[str, ...] = ()
+    truncated: bool = False              # the walk did not reach the outermost frame (the notes say why)
+    end: str = ""                        # why the walk stopped
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def functions(self) -> list[str]:
+        return [f.function for f in self.frames]
+
+    def format(self) -> str:
+        return "\n".join(f"#{f.index or 0:<2} {f.pc or 0:#018x} {f.location} [{f.trust}]" for f in self.frames)
+
+
+@dataclass(frozen=True)
+class CoreThread:
+    """One thread of a core."""
+
+    index: int
+    tid: int
+    pc: int | None
+    crashed: bool
+
+
+@dataclass(frozen=True)
+class CoreModule:
+    """A file mapped in the crashed process, and where it was found on this machine."""
+
+    path: str
+    base: int
+    build_id: str | None
+    found_at: str | None
+    mismatch: bool | None                # the local file has another build-id (None: not checked)
+
+
+@dataclass(frozen=True)
+class CrashReport:
+    """What a core gave (binary.stage.read_crash): the crash site (binary.crashsite), the
+    crashing thread's backtrace (binary.unwind), the threads and the modules. Addresses are
+    ints; report/json.py writes them in hex."""
+
+    source: str                          # the core's name among the inputs
+    signal: str | None                   # SIGSEGV, ...
+    signo: int | None
+    si_code: str | int | None            # its name when known
+    fault_address: int | None
+    pc: int | None
+    sp: int | None
+    module: str | None                   # the mapped file holding the pc
+    module_base: int | None
+    offset: int | None                   # pc - module base
+    module_address: int | None           # pc in the ELF file's numbering
+    function: str | None                 # from the crash site, else from the backtrace's first frame
+    function_offset: int | None
+    instruction: str | None              # the faulting instruction (AT&T)
+    mnemonic: str | None
+    required_isa: tuple[str, ...]        # the extensions it needs beyond x86-64
+    cpu_supports: bool | None            # the SIGILL verdict
+    reason: str
+    thread: int | None                   # tid of the crashing thread
+    thread_reason: str
+    method: str                          # signal-frame, prstatus, none
+    method_reason: str
+    raised_signal: str | None            # what the core reports (differs after a re-raise)
+    raised_pc: int | None
+    sender_pid: int | None
+    build_id: str | None
+    build_id_match: bool | None
+    xcr0: int | None
+    xcr0_components: tuple[str, ...] | None
+    registers: Mapping[str, int]
+    signal_frame: Mapping[str, Any] | None  # the kernel signal frame a handler re-raised from, as plain facts
+    notes: tuple[str, ...] = ()
+    culprit: Frame | None = None         # SIGABRT/SIGILL: the first frame outside the abort machinery
+    command: str | None = None           # the process's command and arguments (NT_PRPSINFO)
+    args: str | None = None
+    python_frames: tuple[Frame, ...] | None = None  # outermost first, when pystack read them
+    backtrace: Backtrace | None = None
+    threads: tuple[CoreThread, ...] = ()
+    modules: tuple[CoreModule, ...] = ()
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    """What `inspect` found in one library, as the analysis reports it (inspect.library_summary).
+    None: that part was not read (no CUDA images, no census, no device, no CPU flags)."""
+
+    path: str
+    build_id: str | None = None
+    soname: str | None = None
+    max_versions: Mapping[str, str] = field(default_factory=dict)  # GLIBC -> 2.34, ...
+    sass: tuple[str, ...] | None = None  # archs with SASS (sm_80 ...), when the file has CUDA images
+    ptx: tuple[str, ...] | None = None   # archs with PTX (compute_80 ...)
+    cuda_images: int | None = None
+    cuda_compatible: bool | None = None  # against the device (None: unknown, e.g. PTX JIT)
+    cuda_reason: str | None = None       # None: no verdict (no device was known)
+    device: str | None = None
+    isa_level: str | None = None         # x86-64-v3 ...; None: no census
+    isa_baseline_level: str | None = None
+    isa_baseline: tuple[str, ...] | None = None
+    isa_dispatched: tuple[str, ...] | None = None
+    isa_missing_baseline: tuple[str, ...] | None = None  # against the CPU flags; None: no flags known
+    isa_missing_dispatched: tuple[str, ...] | None = None
+    cpu_ok: bool | None = None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def library(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def has_cuda(self) -> bool:
+        """CUDA images were found, or judged against a device."""
+        return self.sass is not None or self.cuda_reason is not None
+
 
 @dataclass(frozen=True)
 class Evidence:
     """One fact a crash left.
 
-    kind: line (a log line), exception (a parsed Python/C++ exception with its frames),
-    dmesg (a kernel record), env (an environment fact), outcome (exit status, signal,
-    kill), child-failure (a torchrun failure summary), input (a file that was given).
-    text: the line or summary a human reads; facts: structured values for rules.
+    kind: an EvidenceKind (each member says which facts it carries); a plain string equal to
+    one works the same. text: the line or summary a human reads; facts: structured values for
+    rules; frames: the stack of an exception or a native stack.
     """
 
-    kind: str
+    kind: EvidenceKind | str
     text: str
     loc: Loc
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
@@ -141,6 +367,6 @@ class Analysis:
     environment: Mapping[str, Any]
     notes: tuple[str, ...]  # what could not be read, what was skipped, what was assumed
     exceptions: tuple[Evidence, ...] = ()
-    libraries: tuple[Any, ...] = ()  # inspect.LibraryReport of every library inspected
-    crash: Mapping[str, Any] | None = None  # the crash site read from a core (binary.crashsite)
+    libraries: tuple[LibraryFacts, ...] = ()  # every library inspected
+    crash: CrashReport | None = None  # the first core's crash (binary.stage)
     stats: Mapping[str, Any] = field(default_factory=dict)

@@ -202,7 +202,8 @@ def native_frames(frames: Iterable[Mapping[str, Any] | Frame], limit: int = MAX_
     items: list[tuple[str, str]] = []
     for f in frames:
         if isinstance(f, Frame):
-            items.append((f.function, f.module or f.file))
+            if not f.signal_frame:
+                items.append((f.function, f.module or f.file))
         elif not f.get("signal_frame"):
             items.append((str(f.get("function") or ""), str(f.get("module") or f.get("file") or "")))
     i = 0
@@ -244,24 +245,22 @@ def signature_parts(a: Analysis) -> dict[str, Any]:
     top = a.causes[0] if a.causes else None
     parts: dict[str, Any] = {"v": VERSION, "category": top.category if top else "unrecognised"}
     frames: list[str] = []
-    crash = a.crash or None
-    if crash and (crash.get("function") or crash.get("module") or crash.get("backtrace_list")):
+    crash = a.crash
+    bt = list(crash.backtrace.frames) if crash is not None and crash.backtrace is not None else []
+    if crash is not None and (crash.function or crash.module or bt):
         # a core: the crash site, then its backtrace when the unwinder gave one (innermost first)
-        bt = crash.get("backtrace_list") or crash.get("backtrace") or getattr(a, "backtrace", None) or []
-        if isinstance(bt, Mapping):  # {thread, frames, ...}
-            bt = bt.get("frames") or []
         # frames found by scanning the stack are guesses: they may differ between runs
-        bt = [f for i, f in enumerate(bt) if i == 0 or not isinstance(f, Mapping) or f.get("trust") != "scan"]
-        site = [{"function": crash.get("function"), "module": crash.get("module")}]
+        bt = [f for i, f in enumerate(bt) if i == 0 or f.trust != "scan"]
+        site = [Frame("native", crash.function or "", module=crash.module or "")]
         native = native_frames(bt or site)
         py = [k for k in python_frames(a.code_path) if ":" in k][-1:]  # the user call that led there
         frames = py + list(reversed(native))
         inner_module = native[0].split("!", 1)[0] if native and "!" in native[0] else ""
-        module = inner_module or native_module(str(crash.get("module") or ""))
+        module = inner_module or native_module(str(crash.module or ""))
         if module:
             parts["module"] = module
-        if crash.get("signal"):
-            parts["signal"] = str(crash["signal"])
+        if crash.signal:
+            parts["signal"] = str(crash.signal)
     elif a.code_path:
         frames = python_frames(a.code_path)
         if not frames:

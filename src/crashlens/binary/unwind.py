@@ -57,11 +57,12 @@ from .dwarfcfi import CFIError, CFITable, FDE, Row, evaluate
 from .elf import ElfError, ElfFile, PT_LOAD
 from .sigframe import RESTORE_RT, SIGCONTEXT_REGS, UC_MCONTEXT
 from .symbolize import DEBUG_DIRS, ModuleFile, ModuleFiles, Symbolizer, demangle
+from ..model import Backtrace, Frame, FrameTrust
 
 __all__ = ["Backtrace", "Frame", "TRUST_LEVELS", "Unwinder", "abort_machinery", "backtrace", "culprit",
            "in_abort_machinery", "plain_name"]
 
-TRUST_LEVELS = ("context", "cfi", "fp", "scan")
+TRUST_LEVELS = tuple(FrameTrust)  # best first
 SCAN_WORDS = 1024                 # words scanned above sp for a return address (8 KiB)
 SCAN_WORDS_FIRST = 2048           # for the first frame (a bad pc: nothing else to go on)
 SCAN_CANDIDATES = 20_000          # code pointers checked for a preceding call, per backtrace
@@ -80,81 +81,7 @@ CALLEE_SAVED = (RBX, RBP, 12, 13, 14, 15)
 Resolver = Callable[[str], "str | os.PathLike[str] | None"]
 
 
-class UnwindError(CoreError):
-    help = "The core's threads could not be unwound (see the notes)."
-
-
-# -- results ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Frame:
-    index: int
-    pc: int
-    sp: int | None                     # the stack pointer in this frame
-    trust: str                         # context, cfi, fp, scan (how this frame was found)
-    module: str | None = None          # mapped file holding pc (NT_FILE path)
-    module_base: int | None = None
-    module_offset: int | None = None   # pc - module base
-    build_id: str | None = None
-    function: str | None = None        # demangled
-    function_offset: int | None = None   # pc - function start
-    file: str | None = None
-    line: int | None = None
-    inlined: tuple = ()                # symbolize.InlinedCall, innermost first
-    mangled: str | None = None
-    return_address: bool = False       # pc follows a call: symbolised at pc - 1
-    signal_frame: bool = False         # the kernel's signal trampoline (<signal handler called>)
-    module_address: int | None = None  # pc in the ELF file's own numbering
-    registers: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def location(self) -> str:
-        where = os.path.basename(self.module) if self.module else "?"
-        fn = self.function or ("<signal handler called>" if self.signal_frame else "??")
-        off = f"+{self.function_offset:#x}" if self.function and self.function_offset is not None else ""
-        src = f" at {self.file}:{self.line}" if self.file and self.line else ""
-        return f"{fn}{off} ({where}+{self.module_offset:#x}){src}" if self.module_offset is not None else f"{fn}{src}"
-
-    def to_json(self) -> dict[str, Any]:
-        h = lambda v: hex(v) if v is not None else None  # noqa: E731
-        out: dict[str, Any] = {"index": self.index, "pc": h(self.pc), "module": self.module,
-                               "function": self.function, "offset": h(self.module_offset),
-                               "function_offset": h(self.function_offset), "file": self.file, "line": self.line,
-                               "trust": self.trust}
-        if self.inlined:
-            out["inlined"] = [i.to_json() for i in self.inlined]
-        if self.signal_frame:
-            out["signal_frame"] = True
-        if self.build_id:
-            out["build_id"] = self.build_id
-        return out
-
-
-@dataclass(frozen=True)
-class Backtrace:
-    frames: tuple[Frame, ...]
-    thread: int | None                 # tid
-    notes: tuple[str, ...] = ()
-    truncated: bool = False            # the walk did not reach the outermost frame (max_frames, a loop,
-                                       # no way to find a caller: the notes say why)
-    end: str = ""                      # why the walk stopped
-
-    def to_json(self) -> list[dict[str, Any]]:
-        """The analysis JSON's backtrace[]."""
-        return [f.to_json() for f in self.frames]
-
-    def describe(self) -> dict[str, Any]:
-        return {"thread": self.thread, "frames": self.to_json(), "notes": list(self.notes),
-                "truncated": self.truncated, "end": self.end}
-
-    def __len__(self) -> int:
-        return len(self.frames)
-
-    def functions(self) -> list[str | None]:
-        return [f.function for f in self.frames]
-
-    def format(self) -> str:
-        return "\n".join(f"#{f.index:<2} {f.pc:#018x} {f.location} [{f.trust}]" for f in self.frames)
+# -- results: model.Frame (with its FrameTrust) and model.Backtrace ------------------------------------
 
 
 # -- the abort machinery -----------------------------------------------------------------------------
@@ -337,8 +264,10 @@ class Unwinder:
         mod = self._module_of(pc)
         names = {(X86_NAMES.get(k, str(k)) if isinstance(k, int) else k): v for k, v in regs.items()}
         if mod is None:
-            return Frame(index, pc, sp, trust, return_address=return_address, signal_frame=signal, registers=names)
-        return Frame(index, pc, sp, trust, mod.path, mod.base, pc - mod.base, mod.build_id,
+            return Frame("native", index=index, pc=pc, sp=sp, trust=FrameTrust(trust), return_address=return_address,
+                         signal_frame=signal, registers=names)
+        return Frame("native", module=mod.path, index=index, pc=pc, sp=sp, trust=FrameTrust(trust),
+                     module_base=mod.base, module_offset=pc - mod.base, build_id=mod.build_id,
                      return_address=return_address, signal_frame=signal, registers=names)
 
     def _walk(self, regs: dict[int, int], max_frames: int, notes: list[str]) -> tuple[list[Frame], bool, str]:
@@ -730,7 +659,7 @@ class Unwinder:
             return frames
         out = []
         for f in frames:
-            if f.module is None:
+            if not f.module:
                 out.append(f)
                 continue
             mod = self._module_of(f.pc)
@@ -742,7 +671,7 @@ class Unwinder:
             fn = s.function
             if fn is None and f.signal_frame:
                 fn = "__restore_rt"
-            out.append(replace(f, function=fn, function_offset=s.offset, file=s.file, line=s.line,
+            out.append(replace(f, function=fn or "", function_offset=s.offset, file=s.file or "", line=s.line,
                                inlined=s.inlined, module_address=s.module_address))
         names = [f.function for f in out if f.function and f.function.startswith("_Z")]
         names += [i.function for f in out for i in f.inlined if i.function.startswith("_Z")]

@@ -1,12 +1,19 @@
-"""Run the rules' inline examples through the whole pipeline (normalise, parse, match)."""
+"""Run the rules' inline examples through the whole pipeline (normalise, parse, match).
+
+The pipeline is passed in (`analyze.text_analyzer(rules_dir)`): the engine does not import
+the module that wires it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
-from ..analyze import Options, analyze_text
+from ..model import Analysis, Evidence, Loc
 from .rules import load_rules
+
+TextAnalyzer = Callable[[str, Sequence[Evidence]], Analysis]  # (log text, extra evidence) -> Analysis
 
 
 @dataclass(frozen=True)
@@ -21,12 +28,10 @@ class ExampleResult:
         return self.fired == self.expect
 
 
-def fired_rules(text: str, rules_dir: Path | None = None, evidence: tuple = ()) -> set[str]:
-    from ..model import Evidence, Loc
-
+def fired_rules(text: str, analyze: TextAnalyzer, evidence: tuple = ()) -> set[str]:
     extra = [Evidence(e["kind"], e.get("text", ""), Loc("example"), facts=dict(e.get("facts") or {}))
              for e in evidence]
-    a = analyze_text(text, "example.log", Options(rules_dir=rules_dir), extra)
+    a = analyze(text, extra)
     out: set[str] = set()
     for c in a.causes:
         out.add(c.rule)
@@ -34,13 +39,13 @@ def fired_rules(text: str, rules_dir: Path | None = None, evidence: tuple = ()) 
     return out
 
 
-def run_examples(rules_dir: Path | None = None, only: str | None = None) -> list[ExampleResult]:
+def run_examples(analyze: TextAnalyzer, rules_dir: Path | None = None, only: str | None = None) -> list[ExampleResult]:
     rb = load_rules(rules_dir)
     results = []
     for rule in rb.rules:
         if only and only not in rule.id:
             continue
         for ex in rule.examples:
-            fired = rule.id in fired_rules(ex.text, rules_dir, ex.evidence)
+            fired = rule.id in fired_rules(ex.text, analyze, ex.evidence)
             results.append(ExampleResult(rule.id, ex.fires, ex.text, fired))
     return results

@@ -1,0 +1,243 @@
+"""The binary stage of `analyze`: cores -> CrashReport (and `crash` evidence for the rules).
+
+    read_crashes(inputs, cpu_flags=..., lib_paths=..., sysroot=...) -> (reports, evidence, notes)
+    read_crash(core, name, ...) -> CrashReport          one opened core
+    crash_evidence(report) -> Evidence                  EvidenceKind.CRASH facts of a report
+    trap_site(trap, path, cpu_flags) -> Evidence | None a dmesg SIGILL trap decoded from the library
+    resolver(lib_paths, sysroot, build_ids) -> Resolver  a crashed process's path -> a file here
+
+A core is read from its notes (binary.core), its crash site found and the faulting instruction
+judged (binary.crashsite), the crashing thread unwound (binary.unwind), the Python frames read
+when it is a Python process's and pystack is installed (binary.pyframes), and each mapped file
+looked up on this machine (by path under --sysroot, by name or build-id under --lib-path).
+Nothing here raises for a bad core: what could not be read becomes a note.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Collection, Sequence
+
+from ..errors import CrashlensError
+from ..model import CoreModule, CoreThread, CrashReport, Evidence, EvidenceKind, Frame, InputFile, Loc
+
+Resolver = Callable[[str], "str | None"]
+
+PT_LOAD = 1
+PF_X = 1
+PAGE_MASK = ~0xFFF
+MAX_INSTRUCTION = 15  # bytes of the longest x86 instruction
+
+
+def resolver(lib_paths: Sequence[Path] = (), sysroot: Path | None = None,
+             build_ids: dict[str, str] | None = None) -> Resolver:
+    """path in the crashed process -> a file here: under sysroot, as is, or by name under
+    lib_paths; when that file is missing or its build-id differs from the one the core
+    recorded (build_ids: path -> build-id), the file with that build-id under lib_paths."""
+    from ..inputs.libraries import build_id_index, locate
+
+    by_id: dict[str, str] | None = None
+
+    def resolve(path: str) -> str | None:
+        nonlocal by_id
+        (ref,) = locate([(path, None)], lib_paths=lib_paths, sysroot=sysroot)
+        want = (build_ids or {}).get(path)
+        if want and lib_paths:
+            found = ref.path
+            if found is not None:
+                from .elffacts import read_elf_facts
+
+                try:
+                    if read_elf_facts(found).build_id == want:
+                        return found
+                except CrashlensError:
+                    pass
+            if by_id is None:
+                by_id = build_id_index(lib_paths)
+            return by_id.get(want, found)
+        return ref.path
+
+    return resolve
+
+
+def _is_python(core: Any) -> bool:
+    exe = (core.auxv.execfn if core.auxv else None) or (core.process.command if core.process else "") or ""
+    return os.path.basename(exe).startswith("python")
+
+
+def _python_frames(core: Any, name: str, site: Any, resolve: Resolver) -> tuple[list[Frame] | None, str]:
+    """Python frames of the crashing thread when the core is a Python process's and pystack can read it."""
+    if not _is_python(core) or "!" in name or not os.path.isfile(name):
+        return None, ""
+    from .pyframes import python_frames
+
+    exe = resolve(core.auxv.execfn) if core.auxv and core.auxv.execfn else None
+    if exe is None:
+        mods = [m.path for m in core.modules if os.path.basename(m.path).startswith("python")]
+        exe = resolve(mods[0]) if mods else None
+    if exe is None:
+        return None, "Python frames: the interpreter binary was not found (pass --sysroot/--lib-path)"
+    tid = core.threads[site.thread_index].tid if site.thread_index is not None else None
+    return python_frames(name, exe, tid)
+
+
+def _modules(core: Any, resolve: Resolver) -> tuple[CoreModule, ...]:
+    out = []
+    for m in core.modules:
+        here = resolve(m.path)
+        mismatch = None
+        if here and m.build_id:
+            try:
+                from .elffacts import read_elf_facts
+
+                local = read_elf_facts(here).build_id
+                mismatch = bool(local and local != m.build_id)
+            except CrashlensError:
+                mismatch = None
+        out.append(CoreModule(m.path, m.base, m.build_id, here, mismatch))
+    return tuple(out)
+
+
+def read_crash(core: Any, name: str, *, cpu_flags: Collection[str] | None = None, lib_paths: Sequence[Path] = (),
+               sysroot: Path | None = None, notes: list[str] | None = None) -> CrashReport:
+    """The CrashReport of one opened core (binary.core.Core); raises CrashlensError when no
+    crash site is found. What else could not be read is appended to notes."""
+    from .crashsite import crash_site, signal_name, xfeature_names
+
+    notes = notes if notes is not None else []
+    build_ids = {m.path: m.build_id for m in core.modules if m.build_id}
+    resolve = resolver(lib_paths, sysroot, build_ids)
+    site = crash_site(core, file_resolver=resolve, cpu_flags=set(cpu_flags) if cpu_flags is not None else None)
+    notes += [f"{name}: {n}" for n in core.notes[:5]]
+    bt = culprit = None
+    function = site.function
+    try:
+        from .unwind import backtrace, culprit as find_culprit
+
+        bt = backtrace(core, start=dict(site.registers) if site.method == "signal-frame" else None,
+                       file_resolver=resolve, sysroot=sysroot)
+        notes += [f"{name}: backtrace: {n}" for n in bt.notes[:3]]
+        if site.signal_name in ("SIGABRT", "SIGILL"):
+            culprit = find_culprit(bt)
+        if not function and bt.frames and bt.frames[0].function:
+            function = bt.frames[0].function  # named from a debug file the crash site did not use
+    except CrashlensError as exc:
+        notes.append(f"{name}: backtrace not available: {exc}")
+    py, py_note = _python_frames(core, name, site, resolve)
+    if py_note and (py is not None or _is_python(core)):
+        notes.append(f"{name}: {py_note}")
+    ins = site.instruction
+    return CrashReport(
+        source=name, signal=site.signal_name or None, signo=site.signal, si_code=site.si_code_name or site.si_code,
+        fault_address=site.fault_address, pc=site.pc, sp=site.sp, module=site.module, module_base=site.module_base,
+        offset=site.offset, module_address=site.module_address, function=function,
+        function_offset=site.function_offset, instruction=ins.text if ins else None,
+        mnemonic=ins.mnemonic if ins else None, required_isa=tuple(site.required_isa),
+        cpu_supports=site.cpu_supports, reason=site.reason, thread=site.thread, thread_reason=site.thread_reason,
+        method=site.method, method_reason=site.method_reason,
+        raised_signal=signal_name(site.raised_signal) or None, raised_pc=site.raised_pc,
+        sender_pid=site.sender_pid, build_id=site.build_id, build_id_match=site.build_id_match, xcr0=site.xcr0,
+        xcr0_components=tuple(xfeature_names(site.xcr0)) if site.xcr0 is not None else None,
+        registers=dict(site.registers),
+        signal_frame=site.signal_frame.to_json() if site.signal_frame else None,
+        notes=tuple(site.notes), culprit=culprit,
+        command=core.process.command if core.process else None,
+        args=core.process.args if core.process else None,
+        python_frames=tuple(py) if py is not None else None,
+        backtrace=bt,
+        threads=tuple(CoreThread(t.index, t.tid, t.pc, t.index == site.thread_index) for t in core.threads),
+        modules=_modules(core, resolve),
+    )
+
+
+def crash_evidence(c: CrashReport) -> Evidence:
+    """The `crash` evidence of a report (EvidenceKind.CRASH: see its facts)."""
+    h = lambda v: hex(v) if v is not None else None  # noqa: E731
+    culprit_module = (c.culprit.module or None) if c.culprit is not None else None
+    facts = {"signal": c.signal, "si_code": c.si_code, "fault_address": h(c.fault_address), "pc": h(c.pc),
+             "module": c.module, "offset": h(c.offset), "function": c.function, "instruction": c.instruction,
+             "mnemonic": c.mnemonic, "cpu_supports": c.cpu_supports, "reason": c.reason, "method": c.method,
+             "culprit_function": (c.culprit.function or None) if c.culprit is not None else None,
+             "culprit_module": culprit_module,
+             "culprit_module_name": os.path.basename(culprit_module) if culprit_module else None,
+             "required_isa": " ".join(c.required_isa) or None,
+             "module_name": os.path.basename(c.module) if c.module else None}
+    where = f"{c.function or h(c.pc)}" + (f" in {facts['module_name']}" if facts["module_name"] else "")
+    text = f"core: {c.signal} at {where}" + (f": {c.instruction}" if c.instruction else "")
+    return Evidence(EvidenceKind.CRASH, text, Loc(c.source), facts=facts)
+
+
+def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | None = None,
+                 lib_paths: Sequence[Path] = (), sysroot: Path | None = None
+                 ) -> tuple[list[CrashReport], list[Evidence], list[str]]:
+    """The crash of every core among the inputs: reports, `crash` evidence, notes."""
+    reports: list[CrashReport] = []
+    evidence: list[Evidence] = []
+    notes: list[str] = []
+    if not any(inp.kind == "elf-core" for inp in inputs):
+        return reports, evidence, notes
+    from .core import open_core, read_core
+
+    for inp in inputs:
+        if inp.kind != "elf-core":
+            continue
+        try:
+            plain = "!" not in inp.name and not inp.facts.get("codecs") and os.path.isfile(inp.name)
+            core = read_core(inp.name) if plain else open_core(inp.open(), name=inp.name)
+        except (CrashlensError, OSError) as exc:
+            notes.append(f"{inp.name}: core not readable: {exc}")
+            continue
+        with core:
+            try:
+                report = read_crash(core, inp.name, cpu_flags=cpu_flags, lib_paths=lib_paths, sysroot=sysroot,
+                                    notes=notes)
+            except CrashlensError as exc:
+                notes.append(f"{inp.name}: crash site not found: {exc}")
+                continue
+        reports.append(report)
+        evidence.append(crash_evidence(report))
+    return reports, evidence, notes
+
+
+def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None) -> Evidence | None:
+    """A dmesg `trap invalid opcode … in libX.so[base+size]` without a core: decode the
+    instruction from the library file and judge it against the CPU flags. The offset within
+    the executable mapping is placed at the file's first executable segment (PT_LOAD with PF_X,
+    page-aligned as the loader maps it)."""
+    from .crashsite import SIGILL, decode_instruction, isa_verdict
+    from .elf import ElfFile
+
+    offset = trap.facts.get("offset")
+    try:
+        offset = int(offset, 0) if isinstance(offset, str) else offset
+    except ValueError:
+        return None
+    if not isinstance(offset, int):
+        return None
+    try:
+        with ElfFile(path) as elf:
+            text = next((s for s in elf.segments if s.type == PT_LOAD and s.flags & PF_X), None)
+            if text is None:
+                return None
+            vaddr = (text.vaddr & PAGE_MASK) + offset
+            file_off = (text.offset & PAGE_MASK) + offset
+            code = elf.read(file_off, min(MAX_INSTRUCTION, elf.size - file_off), "code at the trap")
+            ins = decode_instruction(code, vaddr, source=f"{os.path.basename(path)}+{offset:#x}")
+            function = None
+            try:
+                from .isa import decode_at
+
+                function = getattr(decode_at(elf, vaddr), "function", None)
+                function = getattr(function, "name", function)
+            except CrashlensError:
+                pass
+    except (CrashlensError, OSError):
+        return None
+    supports, reason = isa_verdict(ins, signo=SIGILL, cpu_flags=set(cpu_flags) if cpu_flags is not None else None)
+    facts = {"signal": "SIGILL", "instruction": ins.text, "mnemonic": ins.mnemonic, "cpu_supports": supports,
+             "reason": reason, "required_isa": " ".join(ins.extensions) or None, "module": path,
+             "module_name": os.path.basename(path), "offset": hex(offset), "function": function,
+             "method": "dmesg trap + library file"}
+    text = f"dmesg trap in {os.path.basename(path)}+{offset:#x}: {ins.text}"
+    return Evidence(EvidenceKind.CRASH, text, Loc(path), facts=facts)

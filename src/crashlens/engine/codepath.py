@@ -1,0 +1,100 @@
+"""The code path of an analysis: the frames from the job's entry point to the failing operation.
+
+    exception_for(primary, items) -> Evidence | None    the exception the primary error belongs to
+    code_path(exc, cause, crash) -> frames              outermost -> innermost
+
+The exception is the one whose lines hold the primary error, else the nearest one after it in
+the same source, else the last one with frames; when its handler failed (a secondary
+exception), the exception it was handling. Its frames end with the failing operation: a `gpu`
+frame for a GPU-runtime cause or a CUDA message, else a `native` frame named by the exception
+type (unless the stack already ends in native code).
+
+With a core, its native backtrace joins in: alone when the logs gave no frames (after the
+Python frames pystack read from the core, below the interpreter's own frames), or, after a
+faulthandler dump ("Fatal Python error"), below the dumped Python frames: where the Python call
+ended up in native code. The interpreter's frames (eval loop, call machinery, faulthandler)
+are left out: they say nothing about the job.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import regex as re
+
+from ..model import Cause, CrashReport, Evidence, Frame
+from .rules import taxonomy
+
+NATIVE_FRAMES = 16  # innermost native frames of a core's backtrace the path can show
+BELOW_INTERPRETER = 8  # of those, the ones below the interpreter, after Python frames
+
+_INTERPRETER = re.compile(r"(?:^|/)(?:python[\d.]*|libpython[\d.]*\.so[\d.]*)$")
+
+
+def interpreter_frame(f: Frame) -> bool:
+    """A frame of the Python interpreter itself (eval loop, call machinery, faulthandler)."""
+    return bool(_INTERPRETER.search(f.module or "")) or f.function.startswith(("_Py", "Py", "faulthandler"))
+
+
+def exception_for(primary: Evidence | None, items: Sequence[Evidence]) -> Evidence | None:
+    excs = [e for e in items if e.kind == "exception"]
+    if not excs:
+        return None
+    owner = None
+    if primary is not None:
+        for e in excs:
+            if e.loc.source == primary.loc.source and e.loc.line <= primary.loc.line <= (e.loc.end_line or e.loc.line):
+                owner = e
+    if owner is None and primary is not None:
+        # the nearest exception after the primary line in the same source (the error surfaced there)
+        after = [e for e in excs if e.loc.source == primary.loc.source and e.loc.line >= primary.loc.line]
+        owner = after[0] if after else None
+    if owner is None:
+        framed = [e for e in excs if e.frames and not e.facts.get("secondary")]
+        owner = framed[-1] if framed else excs[-1]
+    if owner.facts.get("secondary"):
+        # the handler failed: walk back to the exception it was handling
+        chain = [e for e in excs if e.facts.get("chain") == owner.facts.get("chain")]
+        earlier = [e for e in chain if e.facts.get("chain_pos", 0) < owner.facts.get("chain_pos", 0)]
+        if earlier:
+            owner = earlier[-1]
+    return owner
+
+
+def exception_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
+    """An exception's frames, outermost -> innermost, ending with the failing operation."""
+    if exc is None:
+        return ()
+    frames = list(exc.frames)
+    if cause is not None:
+        layer = taxonomy().get(cause.category, {}).get("layer", "")
+        msg = str(exc.facts.get("headline") or exc.text)
+        if layer == "gpu-runtime" or "CUDA" in msg or "cuda" in msg:
+            frames.append(Frame("gpu", "CUDA", code=msg[:200]))
+        elif not frames or frames[-1].kind != "native":
+            frames.append(Frame("native", exc.facts.get("type", ""), code=msg[:200]))
+    return tuple(frames)
+
+
+def _as_path_frame(f: Frame) -> Frame:
+    """A core's frame as the code path shows it: where it is, not how it was found."""
+    return Frame("native", f.function, f.file, f.line, "", f.module)
+
+
+def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None) -> tuple[Frame, ...]:
+    """Frames outermost -> innermost, ending with the failing operation."""
+    path = exception_path(exc, cause)
+    if crash is None or crash.backtrace is None or not crash.backtrace.frames:
+        return path
+    native = [_as_path_frame(f) for f in reversed(crash.backtrace.frames[:NATIVE_FRAMES])]
+    py = [Frame(f.kind, f.function, f.file, f.line) for f in crash.python_frames or ()]
+    last = max((i for i, f in enumerate(native) if interpreter_frame(f)), default=-1)
+    if not path and py:
+        return tuple(py + native[last + 1:][-BELOW_INTERPRETER:])
+    if not path:
+        return tuple(native)
+    if exc is not None and exc.facts.get("type") == "Fatal Python error":
+        # faulthandler's Python frames (outermost first), then the native frames below the
+        # interpreter: where the Python call ended up in native code
+        return tuple([f for f in path if f.kind in ("user", "library")] + native[last + 1:][-BELOW_INTERPRETER:])
+    return path

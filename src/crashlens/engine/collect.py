@@ -1,0 +1,118 @@
+"""The evidence stage of `analyze`: inputs -> normalised lines -> parser evidence.
+
+    collect_evidence(inputs, rules, full_below=...) -> Collected   lines, evidence, notes, stats
+    read_text_input(inp, anchors, full_below, out)                 one text input's lines
+    rule_anchors(rules) -> patterns                               what a huge log must keep
+    cpu_flags_from_file(path) -> set | None                       the flags of a cpuinfo/lscpu file
+
+Text inputs are streamed (text.select keeps the head, the tail and windows around anchors in
+huge logs), recoded to UTF-8 when they are UTF-16/32 (inputs.recode), normalised line by line
+(text.normalize) and parsed (tracebacks, kernel records, outcomes). ELF files and cores become
+`input` evidence (the binary stage reads cores); what is skipped becomes a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import regex as re
+
+from ..inputs.recode import utf8_stream
+from ..model import Evidence, EvidenceKind, InputFile, Line, Loc
+from ..parsers.kernel import parse_kernel
+from ..parsers.outcomes import parse_outcome
+from ..parsers.tracebacks import parse_tracebacks
+from ..text.anchors import anchors
+from ..text.normalize import normalize
+from ..text.select import SelectStats, select_lines
+from .rules import RuleBase
+
+FULL_BELOW = 8 << 20  # bytes of a text input read in full; beyond, lines around hits
+
+
+@dataclass
+class Collected:
+    lines: list[Line] = field(default_factory=list)
+    items: list[Evidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, object] = field(default_factory=dict)
+
+
+def rule_anchors(rules: RuleBase) -> list[re.Pattern[str]]:
+    """Compiled patterns whose lines (and their surroundings) a huge log must keep: the
+    structure anchors (text.anchors) and every line pattern of the rules."""
+    return anchors(c.pattern for r in rules.rules for part in (r.match, r.support, r.requires) for c in part
+                   if c.pattern is not None and "line" in c.kinds)
+
+
+def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], full_below: int, out: Collected) -> None:
+    stats = SelectStats()
+    try:
+        stream = inp.open()
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return
+    stream = utf8_stream(stream, str(inp.facts.get("encoding") or ""))
+    try:
+        for lineno, raw in select_lines(stream, anchors, full_below=full_below, stats=stats):
+            out.lines.append(normalize(raw, inp.name, lineno))
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: read stopped at line {stats.total_lines}: {exc}")
+    finally:
+        err = getattr(stream, "error", None) or getattr(getattr(stream, "raw", None), "error", None)
+        stream.close()
+    if err:
+        out.notes.append(f"{inp.name}: {err}; the lines before it were analysed")
+    if stats.mode == "selected":
+        out.notes.append(
+            f"{inp.name}: {stats.total_lines:,} lines ({stats.total_bytes / 2**20:,.0f} MiB); analysed "
+            f"{stats.kept_lines:,} lines: the head, the tail and windows around {stats.engine} hits")
+    if stats.truncated_lines:
+        out.notes.append(f"{inp.name}: {stats.truncated_lines} over-long line(s) were cut")
+    out.stats[inp.name] = {"lines": stats.total_lines, "bytes": stats.total_bytes, "kept": stats.kept_lines,
+                           "mode": stats.mode}
+
+
+def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: int = FULL_BELOW) -> Collected:
+    out = Collected()
+    keep = rule_anchors(rules)
+    for inp in inputs:
+        if inp.kind == "text":
+            start = len(out.lines)
+            read_text_input(inp, keep, full_below, out)
+            src_lines = out.lines[start:]
+            out.items.extend(parse_tracebacks(src_lines))
+            for ln in src_lines:
+                for parse in (parse_kernel, parse_outcome):
+                    e = parse(ln)
+                    if e is not None:
+                        out.items.append(e)
+        elif inp.kind in ("elf", "elf-core"):
+            what = "core dump" if inp.kind == "elf-core" else "ELF binary"
+            out.items.append(Evidence(EvidenceKind.INPUT, f"{inp.name}: {what}", Loc(inp.name),
+                                      facts={"kind": inp.kind, **inp.facts}))
+            if inp.kind == "elf" and "!" in inp.name:
+                out.notes.append(f"{inp.name}: ELF inside an archive; extract it to inspect it")
+        elif inp.kind == "empty":
+            out.notes.append(f"{inp.name}: empty file, skipped")
+        elif inp.kind == "binary":
+            out.notes.append(f"{inp.name}: binary data that is neither text nor ELF, skipped")
+        elif inp.kind == "unreadable":
+            out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
+    return out
+
+
+def cpu_flags_from_file(path: str) -> set[str] | None:
+    """CPU flags from a /proc/cpuinfo or lscpu text file (None when it lists none)."""
+    from ..inputs import collect_inputs
+    from ..parsers.environment import parse_environment
+
+    inputs, _ = collect_inputs([path])
+    col = Collected()
+    for inp in inputs:
+        if inp.kind == "text":
+            read_text_input(inp, [], FULL_BELOW, col)
+    env, _ = parse_environment(col.lines)
+    flags = env.get("cpu_flags")
+    return set(flags) if flags else None
