@@ -57,14 +57,14 @@ class EvidenceKind(StrEnum):
     oom, source; where the line tells: pid, command, message, imposed, sent_by, reason, job_id,
     node, local_rank."""
     CHILD_FAILURE = "child-failure"
-    """torchrun's "Root Cause (first observed failure)" block. Facts: rank, exitcode, host,
-    error_file, time, pid."""
+    """torchrun's "Root Cause (first observed failure)" block. Facts: rank, exit_code, signal
+    (a negative exit code), host."""
     COLLECTIVE = "collective"
     """A rank's progress in a collective (parsers/distributed). Facts: rank, op, seq,
     last_enqueued, last_completed, timeout_ms."""
     COLLECTIVE_SUMMARY = "collective-summary"
-    """All ranks' collective progress: which rank did not arrive. Facts: waiting_ranks,
-    missing_ranks, op, seq."""
+    """All ranks' collective progress: which rank did not arrive. Facts: waiting_ranks, op,
+    seq, behind_ranks, silent_ranks, suspect_ranks (comma-separated rank lists)."""
     CRASH = "crash"
     """A native crash site: from a core (binary/stage) or a dmesg SIGILL trap decoded from the
     library file. Facts: signal, si_code, fault_address, pc, module, module_name, offset,
