@@ -20,7 +20,7 @@ FORBIDDEN = {
     "crashlens.parsers": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.text": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.inputs": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
-    "crashlens.binary": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
+    "crashlens.binary": ("crashlens.parsers", "crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.engine": ("crashlens.report", "crashlens.analyze"),  # the engine is wired, it does not wire
     "crashlens.report": ("crashlens.analyze",),
 }
