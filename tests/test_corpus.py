@@ -12,7 +12,7 @@ from crashlens.evaluation.corpus import evaluate_corpus, load_cases
 
 from .conftest import ROOT, SHARED
 
-CORPORA = [ROOT / "fixtures" / name for name in ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "gpu-runs")]
+CORPORA = [ROOT / "fixtures" / name for name in ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "gpu-runs")]
 CASES = [(folder, case) for corpus in CORPORA if corpus.is_dir() for folder, case in load_cases(corpus)]
 
 

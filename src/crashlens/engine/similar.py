@@ -130,6 +130,12 @@ def fixture_references() -> tuple[Reference, ...]:
     return tuple(Reference(c["text"], c["category"], c["source"]) for c in doc.get("cases") or [])
 
 
+def _overlaps(a: Evidence, b: Evidence) -> bool:
+    if a.loc.source != b.loc.source:
+        return False
+    return a.loc.line <= (b.loc.end_line or b.loc.line) and b.loc.line <= (a.loc.end_line or a.loc.line)
+
+
 _INDEX: dict[int, SimilarityIndex] = {}
 
 
@@ -144,7 +150,7 @@ def index_for(rules: RuleBase) -> SimilarityIndex:
 def propose(causes: Sequence[Cause], lines: Sequence[Evidence], items: Sequence[Evidence],
             rules: RuleBase) -> list[Cause]:
     """causes, plus (last) a category proposed by similarity for an error no rule explains."""
-    explained = {(e.loc.source, e.loc.line) for c in causes if c.rule != "similarity" for e in c.evidence}
+    explained = [e for c in causes for e in c.evidence]
     queries: list[Evidence] = []
     for e in items:
         if e.kind == "exception" and e.facts.get("root"):
@@ -152,7 +158,7 @@ def propose(causes: Sequence[Cause], lines: Sequence[Evidence], items: Sequence[
     if not queries:
         texts = error_lines(e.text for e in lines if not e.facts.get("joined"))
         queries = [e for e in lines if e.text.strip() in texts and not e.facts.get("joined")][-6:]
-    queries = [q for q in queries if (q.loc.source, q.loc.line) not in explained]
+    queries = [q for q in queries if not any(_overlaps(q, e) for e in explained)]
     if not queries:
         return list(causes)
     idx = index_for(rules)
