@@ -14,14 +14,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
-from .binary.cudacompat import Verdict, compatible
-from .binary.elf import ElfError, ElfFile
-from .binary.elffacts import ElfFacts, read_elf_facts
-from .binary.fatbin import CudaImages, read_cuda_images
 from .errors import CrashlensError
 from .model import Evidence, EvidenceKind, InputFile, LibraryFacts, Loc
+
+if TYPE_CHECKING:  # the readers are imported when a file is inspected: `analyze` often has none
+    from .binary.cudacompat import Verdict
+    from .binary.elffacts import ElfFacts
+    from .binary.fatbin import CudaImages
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class LibraryReport:
 
 def inspect_file(path: str | os.PathLike[str], *, gpu: str | None = None, driver: str | None = None,
                  cpu_flags: Collection[str] | None = None, isa: bool = True, cuda: bool = True) -> LibraryReport:
+    from .binary.cudacompat import compatible
+    from .binary.elf import ElfError, ElfFile
+    from .binary.elffacts import read_elf_facts
+    from .binary.fatbin import read_cuda_images
+
     path = os.fspath(path)
     errors: list[str] = []
     try:
@@ -153,7 +159,8 @@ def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
     e_flags) or the PTX module's .version/.target."""
     from dataclasses import asdict
 
-    from .binary.fatbin import FatbinError, cubin_header, decompress_image, ptx_header
+    from .binary.elf import ElfFile
+    from .binary.fatbin import FatbinError, cubin_header, decompress_image, ptx_header, read_cuda_images
 
     with ElfFile(path) as elf:
         images = read_cuda_images(elf).images
