@@ -25,21 +25,22 @@ _FLAGS = 0 if hsdb.hs is None else hsdb.PREFILTER | hsdb.hs.HS_FLAG_ALLOWEMPTY
 
 
 class LineScanner:
+    """The patterns compiled for scanning on first use: one hyperscan database (``db``) for
+    those it takes, `regex` for the rest (their indices in ``fallback``)."""
+
     def __init__(self, patterns: Sequence) -> None:
-        """patterns: compiled `regex` patterns or engine.rules.LazyRegex (compiled on first use)."""
+        """patterns: compiled `regex` patterns, or objects with `.pattern` and `.flags` such as
+        engine.rules.LazyRegex (compiled on first use)."""
         self.patterns = list(patterns)
         self._multiline: dict[int, re.Pattern[str]] = {}
         self.fallback: list[int] = list(range(len(self.patterns)))
         self.db = None
         self._compiled = False
-        self.engine = "regex"
 
     def _prepare(self) -> None:
         self._compiled = True
         if hsdb.available() and self.patterns:
             self.db, self.fallback = _cached_compile(self.patterns)
-            if self.db is not None:
-                self.engine = "hyperscan"
 
     def scan(self, texts: Sequence[str]) -> dict[int, set[int]]:
         """pattern index -> indices of the texts (lines) it may match (confirmed by the caller)."""
