@@ -244,7 +244,7 @@ _FOLD_EXTRA = {
 }
 
 
-def _ic_literal(code: int) -> str | None:
+def _ic_literal(code: int) -> str:
     """Case-insensitive ASCII literal as a hyperscan caseless piece."""
     ch = chr(code)
     if ch.isalpha():
