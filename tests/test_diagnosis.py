@@ -203,3 +203,14 @@ def test_schema_lists_every_taxonomy_category():
     schema = (ROOT / "docs" / "analysis.schema.json").read_text()
     assert all(f'"{i}"' in schema for i in ids)
     assert len(ids) == 32 and {r.category for r in load_rules().rules} == set(ids)
+
+
+def test_cause_under_symptom_memory_full_explains_cudnn_status():
+    text = ("| 30%   45C    P2   120W / 350W |  24210MiB / 24576MiB |     98%      Default |\n"
+            "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR\n")
+    a = analyze_text(text)
+    assert [c.category for c in a.causes] == ["gpu-oom", "gpu-library-status-error"]
+    assert a.causes[1].secondary and any("consequence of gpu-oom" in r for r in a.causes[1].reasoning)
+    # with memory to spare the status stays the cause
+    b = analyze_text(text.replace("24210MiB", " 1210MiB"))
+    assert b.causes[0].category == "gpu-library-status-error"

@@ -26,6 +26,7 @@ The returned dict (JSON-serialisable) holds only the keys that were found:
   os               "Ubuntu 22.04.3 LTS (x86_64)"
   glibc            "2.35"
   torch_arch_list  ["sm_50", "sm_60", ...] (what the installed PyTorch was compiled for, when printed)
+  gpu_memory_full  True when nvidia-smi shows a GPU with 95 % or more of its memory in use
 
 Each fact found gives one Evidence(kind="env", text=line.text, loc=line.loc,
 facts={"key": key, "value": value}); key is "framework.torch", "packages.numpy", "cuda_runtime",
@@ -231,7 +232,15 @@ _GPU_WORD = r"(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|Jetson|Orin|Xavier|AMD|Radeon
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _FRAMEWORK_NAMES = r"(?P<name>torch|pytorch|tensorflow|jax|jaxlib|mxnet|paddle|paddlepaddle)"
 
+def _memory_full(m: re.Match) -> bool | None:
+    """nvidia-smi's "used / total" memory column: True when 95 % or more is in use."""
+    used, total = int(m.group("used")), int(m.group("total"))
+    return True if total and used >= 0.95 * total else None
+
+
 _RULES: tuple[_Rule, ...] = (
+    # nvidia-smi table row: "| 30%  45C  P2  120W / 350W |  24210MiB / 24576MiB |  98%  Default |"
+    _rule("mib /", r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|", "gpu_memory_full", _memory_full, 1),
     # ---- frameworks and packages
     _rule("pytorch version", r"^\s*(?:-\s*)?PyTorch version(?: \(GPU\?\))?:\s*" + _VER, "framework.torch",
           priority=3),

@@ -469,7 +469,7 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
         if frame is not None:
             facts["frame"] = f"{frame.function or '?'} ({frame.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frame.line})"
         user = next((f for f in reversed(frames) if f.kind == "user"), None)
-        if user is not None:
+        if user is not None and user is not frame:
             facts["user_frame"] = f"{user.function or '?'} ({user.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{user.line})"
         hint = exception_hint(e.type)
         if hint:
