@@ -52,7 +52,6 @@ def decode_line(b, max_line: int, cut: int, stats: SelectStats) -> str:
     return b.decode("utf-8", "replace")
 
 
-
 def read_into(stream, mv: memoryview, want: int) -> int:
     """Fill mv[:want] as far as the stream allows; 0 only at end of stream."""
     got = 0
@@ -87,8 +86,6 @@ def read_head(stream, limit: int) -> bytes | bytearray:
         if n < want:
             break
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
 
 
 BLOCK, LONG = "block", "long"
