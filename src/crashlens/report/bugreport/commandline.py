@@ -38,9 +38,9 @@ def find_command(a: Analysis, primary: Mapping[str, Any] | None = None, max_line
     bare launcher line in the logs, else the entry script of the traceback (arguments unknown)."""
     from ...text.normalize import normalize
 
-    crash = a.crash or {}
-    if crash.get("command"):
-        return {"text": str(crash["command"]), "source": str(crash.get("source") or "core"), "exact": True,
+    crash = a.crash
+    if crash is not None and crash.command:
+        return {"text": str(crash.command), "source": str(crash.source or "core"), "exact": True,
                 "note": "the core's process arguments (the kernel keeps at most 80 characters)"}
     best: tuple[int, int, dict[str, Any]] | None = None
     for inp in a.inputs:
