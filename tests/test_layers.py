@@ -19,6 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "crashlens"
 FORBIDDEN = {
     "crashlens.parsers": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.text": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
+    "crashlens.patterns": ("crashlens.text", "crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.inputs": ("crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.binary": ("crashlens.parsers", "crashlens.engine", "crashlens.report", "crashlens.analyze"),
     "crashlens.engine": ("crashlens.report", "crashlens.analyze"),  # the engine is wired, it does not wire
