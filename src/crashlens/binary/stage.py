@@ -4,12 +4,15 @@
     read_crash(core, name, ...) -> CrashReport          one opened core
     crash_evidence(report) -> Evidence                  EvidenceKind.CRASH facts of a report
     trap_site(trap, path, cpu_flags) -> Evidence | None a dmesg SIGILL trap decoded from the library
-    resolver(lib_paths, sysroot, build_ids) -> Resolver  a crashed process's path -> a file here
+    resolver(lib_paths, sysroot, build_ids, given, main, near) -> Resolver
+                                                        a crashed process's path -> a file here
 
 A core is read from its notes (binary.core), its crash site found and the faulting instruction
 judged (binary.crashsite), the crashing thread unwound (binary.unwind), the Python frames read
 when it is a Python process's and pystack is installed (binary.pyframes), and each mapped file
-looked up on this machine (by path under --sysroot, by name or build-id under --lib-path).
+looked up on this machine as gdb does (`gdb -ex 'set sysroot' -ex 'set solib-search-path' PROG
+core`): a file given as an input first (the executable of `analyze ./prog core`), by path under
+--sysroot or as is, by name or build-id under --lib-path and beside the inputs; build-ids decide.
 Nothing here raises for a bad core: what could not be read becomes a note.
 """
 
@@ -28,37 +31,157 @@ PT_LOAD = 1
 PF_X = 1
 PAGE_MASK = ~0xFFF
 MAX_INSTRUCTION = 15  # bytes of the longest x86 instruction
+PT_INTERP = 3
+MAX_WALK = 20000  # directory entries visited per --lib-path folder
+
+
+def _walk(roots: Sequence[Path]) -> list[str]:
+    """Regular files under the --lib-path folders, sorted per folder, bounded (MAX_WALK entries
+    a folder); symlinked folders are not followed."""
+    out: list[str] = []
+    for root in roots:
+        visited = 0
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                visited += 1
+                out.append(os.path.join(dirpath, fn))
+            if visited > MAX_WALK:
+                break
+    return out
+
+
+def _build_id_of(path: str) -> str | None:
+    from .elffacts import read_elf_facts
+
+    try:
+        return read_elf_facts(path).build_id
+    except (CrashlensError, OSError):
+        return None
+
+
+def _may_be_elf(path: str) -> bool:
+    """Worth reading for a build-id: a shared object by name, or an executable regular file."""
+    name = os.path.basename(path)
+    if ".so" in name:
+        return True
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_mode & 0o111) != 0 and st.st_size >= 64 and os.path.isfile(path)
+
+
+def main_executable(core: Any) -> str | None:
+    """The crashed process's path of its main executable: the module holding the program
+    headers (AT_PHDR) or the entry point (AT_ENTRY) of the auxiliary vector."""
+    auxv = getattr(core, "auxv", None)
+    for addr in ((auxv.phdr, auxv.entry) if auxv else ()):
+        if addr:
+            mod = core.module_of(addr)
+            if mod is not None:
+                return mod.path
+    return None
 
 
 def resolver(lib_paths: Sequence[Path] = (), sysroot: Path | None = None,
-             build_ids: dict[str, str] | None = None) -> Resolver:
-    """path in the crashed process -> a file here: under sysroot, as is, or by name under
-    lib_paths; when that file is missing or its build-id differs from the one the core
-    recorded (build_ids: path -> build-id), the file with that build-id under lib_paths."""
-    from ..inputs.libraries import build_id_index, locate
+             build_ids: dict[str, str] | None = None, given: Sequence[str] = (),
+             main: str | None = None, near: Sequence[str] = ()) -> Resolver:
+    """path in the crashed process -> a file here, the way `gdb -ex 'set sysroot S' -ex 'set
+    solib-search-path L' PROG core` finds it, the core's build-ids (build_ids: path -> build-id)
+    deciding between candidates.
 
-    by_id: dict[str, str] | None = None
+    Candidates, in order: an ELF file given as an input with the same basename (`analyze ./prog
+    core`: what the user named wins, as gdb's exec file does), the path under sysroot, the path
+    as is, the same basename under lib_paths. When the core recorded a build-id, the first
+    candidate that has it is taken; else the file with that build-id among the given files and
+    under lib_paths (a renamed file; executables as well as shared objects), then beside the
+    given files and the core (near: folders); else the first candidate (a different build: its
+    mismatch is reported). For the main executable (main) with no candidate by name, the one
+    executable given is taken, as gdb takes its exec file whatever its name."""
+    build_ids = build_ids or {}
+    given = [g for g in given if os.path.isfile(g)]
+    state: dict[str, Any] = {}
+
+    def files() -> list[str]:
+        if "files" not in state:
+            state["files"] = _walk(lib_paths)
+        return state["files"]
+
+    def by_name() -> dict[str, str]:
+        if "by_name" not in state:
+            idx: dict[str, str] = {}
+            for f in files():
+                idx.setdefault(os.path.basename(f), f)
+            state["by_name"] = idx
+        return state["by_name"]
+
+    def by_id() -> dict[str, str]:
+        if "by_id" not in state:
+            idx: dict[str, str] = {}
+            siblings: list[str] = []
+            for d in dict.fromkeys([*near, *(os.path.dirname(os.path.abspath(g)) for g in given)]):
+                try:
+                    with os.scandir(d) as it:
+                        names = sorted(e.name for _, e in zip(range(MAX_WALK), it))
+                except OSError:
+                    continue
+                siblings += [os.path.join(d, n) for n in names]
+            seen: set[str] = set()
+            for f in [*given, *files(), *siblings]:
+                if f in seen or not _may_be_elf(f):
+                    continue
+                seen.add(f)
+                bid = _build_id_of(f)
+                if bid:
+                    idx.setdefault(bid, f)
+            state["by_id"] = idx
+        return state["by_id"]
+
+    memo: dict[str, str | None] = {}
 
     def resolve(path: str) -> str | None:
-        nonlocal by_id
-        (ref,) = locate([(path, None)], lib_paths=lib_paths, sysroot=sysroot)
-        want = (build_ids or {}).get(path)
-        if want and lib_paths:
-            found = ref.path
-            if found is not None:
-                from .elffacts import read_elf_facts
+        if path not in memo:
+            memo[path] = find(path)
+        return memo[path]
 
-                try:
-                    if read_elf_facts(found).build_id == want:
-                        return found
-                except CrashlensError:
-                    pass
-            if by_id is None:
-                by_id = build_id_index(lib_paths)
-            return by_id.get(want, found)
-        return ref.path
+    def find(path: str) -> str | None:
+        base = os.path.basename(path)
+        cands = [g for g in given if os.path.basename(g) == base]
+        if sysroot is not None and path.startswith("/"):
+            cands.append(str(sysroot / path.lstrip("/")))
+        if path.startswith(("/", ".")):
+            cands.append(path)
+        if lib_paths and base in by_name():
+            cands.append(by_name()[base])
+        cands = list(dict.fromkeys(c for c in cands if os.path.isfile(c)))
+        want = build_ids.get(path) or build_ids.get(path + " (deleted)")
+        if want:
+            hit = next((c for c in cands if _build_id_of(c) == want), None)
+            if hit is None and (lib_paths or given or near):
+                hit = by_id().get(want)
+            if hit is not None:
+                return hit
+        if cands:
+            return cands[0]
+        if main is not None and path.removesuffix(" (deleted)") == main.removesuffix(" (deleted)"):
+            exes = [g for g in given if _is_executable(g)]
+            if len(exes) == 1:
+                return exes[0]
+        return None
 
     return resolve
+
+
+def _is_executable(path: str) -> bool:
+    """An ELF program (ET_EXEC, or ET_DYN with an interpreter: a PIE), not a shared library."""
+    from .elf import ElfFile
+
+    try:
+        with ElfFile(path) as elf:
+            return elf.e_type == 2 or any(s.type == PT_INTERP for s in elf.segments)
+    except (CrashlensError, OSError):
+        return False
 
 
 def _is_python(core: Any) -> bool:
@@ -100,14 +223,18 @@ def _modules(core: Any, resolve: Resolver) -> tuple[CoreModule, ...]:
 
 
 def read_crash(core: Any, name: str, *, cpu_flags: Collection[str] | None = None, lib_paths: Sequence[Path] = (),
-               sysroot: Path | None = None, notes: list[str] | None = None) -> CrashReport:
+               sysroot: Path | None = None, notes: list[str] | None = None, given: Sequence[str] = ()
+               ) -> CrashReport:
     """The CrashReport of one opened core (binary.core.Core); raises CrashlensError when no
-    crash site is found. What else could not be read is appended to notes."""
+    crash site is found. What else could not be read is appended to notes. given: ELF files
+    given as inputs beside the core (the executable of `analyze ./prog core`), found first."""
     from .crashsite import crash_site, signal_name, xfeature_names
 
     notes = notes if notes is not None else []
     build_ids = {m.path: m.build_id for m in core.modules if m.build_id}
-    resolve = resolver(lib_paths, sysroot, build_ids)
+    near = [os.path.dirname(os.path.abspath(name))] if "!" not in name and os.path.isfile(name) else []
+    main = main_executable(core)
+    resolve = resolver(lib_paths, sysroot, build_ids, given=given, main=main, near=near)
     site = crash_site(core, file_resolver=resolve, cpu_flags=set(cpu_flags) if cpu_flags is not None else None)
     notes += [f"{name}: {n}" for n in core.notes[:5]]
     bt = culprit = None
@@ -127,6 +254,13 @@ def read_crash(core: Any, name: str, *, cpu_flags: Collection[str] | None = None
     py, py_note = _python_frames(core, name, site, resolve)
     if py_note and (py is not None or _is_python(core)):
         notes.append(f"{name}: {py_note}")
+    modules = _modules(core, resolve)
+    for m in [m for m in modules if m.mismatch][:3]:
+        notes.append(f"{name}: {m.path}: build-id mismatch: {m.found_at} is another build than the one that ran "
+                     f"(the core's build-id is {m.build_id}); not used for names or CFI")
+    if main and not any(m.found_at for m in modules if m.path == main):
+        notes.append(f"{name}: the executable {main} was not found here: give it as an input "
+                     f"(`crashlens analyze PROG core`) or under --lib-path")
     ins = site.instruction
     return CrashReport(
         source=name, signal=site.signal_name or None, signo=site.signal, si_code=site.si_code_name or site.si_code,
@@ -147,7 +281,7 @@ def read_crash(core: Any, name: str, *, cpu_flags: Collection[str] | None = None
         python_frames=tuple(py) if py is not None else None,
         backtrace=bt,
         threads=tuple(CoreThread(t.index, t.tid, t.pc, t.index == site.thread_index) for t in core.threads),
-        modules=_modules(core, resolve),
+        modules=modules,
     )
 
 
@@ -179,6 +313,8 @@ def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | No
         return reports, evidence, notes
     from .core import open_core, read_core
 
+    given = [inp.name for inp in inputs if inp.kind == "elf" and "!" not in inp.name
+             and not inp.facts.get("codecs") and os.path.isfile(inp.name)]
     for inp in inputs:
         if inp.kind != "elf-core":
             continue
@@ -191,7 +327,7 @@ def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | No
         with core:
             try:
                 report = read_crash(core, inp.name, cpu_flags=cpu_flags, lib_paths=lib_paths, sysroot=sysroot,
-                                    notes=notes)
+                                    notes=notes, given=given)
             except CrashlensError as exc:
                 notes.append(f"{inp.name}: crash site not found: {exc}")
                 continue
