@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -91,8 +91,22 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     )
 
 
+STDIN = "-"  # the path that means standard input (`cat run.log | crashlens analyze -`)
+_STDIN_DEVICE, _STDIN_NAME = "/dev/stdin", "<stdin>"
+
+
 def analyze_paths(paths: Sequence[str | os.PathLike[str]], opts: Options = Options()) -> Analysis:
-    inputs, notes = collect_inputs(paths)
+    """Analyse files, folders and archives; `-` is standard input (read once, named `<stdin>`)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    stdin = any(os.fspath(p) == STDIN for p in paths)
+    inputs, notes = collect_inputs([_STDIN_DEVICE if os.fspath(p) == STDIN else p for p in paths])
+    if stdin:  # the device is read like any named pipe; it is shown as <stdin>
+        def shown(name: str) -> str:
+            return _STDIN_NAME + name[len(_STDIN_DEVICE):] if name.startswith(_STDIN_DEVICE) else name
+
+        inputs = [replace(i, name=shown(i.name)) for i in inputs]
+        notes = [n.replace(_STDIN_DEVICE, _STDIN_NAME) for n in notes]
     return analyze_inputs(inputs, notes, opts)
 
 

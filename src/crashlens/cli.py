@@ -15,6 +15,9 @@ from .errors import CrashlensError
 EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT, 128 + SIGPIPE: what a shell reports
+
+
 def _fail(exc: CrashlensError) -> None:
     click.echo(f"crashlens: error: {exc}", err=True)
     if exc.help:
@@ -22,10 +25,79 @@ def _fail(exc: CrashlensError) -> None:
     sys.exit(exc.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="crashlens")
-def main() -> None:
-    """crashlens: ranked root causes for crashed ML and GPU jobs."""
+def _warn(text: str) -> None:
+    click.echo(f"crashlens: warning: {text}", err=True)
+
+
+def _console(no_color: bool = False):
+    """The rich console of the terminal renderers: no colour with --no-color (or NO_COLOR set)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 here; a closed pipe is 141
+            self.quiet = True
+            _quiet_stdout()
+            raise SystemExit(EXIT_BROKEN_PIPE)
+
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    if no_color or (root and root.get("no_color")):
+        return _Console(color_system=None)  # no escape codes at all: neither colours nor bold
+    return _Console()
+
+
+def _check_gpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--gpu: a value that names no GPU (not sm_XX, X.Y nor a name in data/gpus.yaml) is warned about."""
+    if value:
+        from .binary.cudacompat import parse_gpu
+
+        if parse_gpu(value) is None:
+            _warn(f"--gpu {value!r} is not a GPU crashlens knows (give sm_XX, a compute capability such as 9.0, "
+                  "or a name such as H100); ignored")
+            return None
+    return value
+
+
+_NO_COLOR = click.option("--no-color", is_flag=True, help="No colours or styles (also: the NO_COLOR variable).")
+
+
+class _Main(click.Group):
+    """The group: Ctrl-C exits 130 and a closed pipe 141, quietly, as `sh` reports them (exit 1 is
+    reserved for "nothing recognised")."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("crashlens: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's last flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="crashlens")
+@click.option("--no-color", is_flag=True, help="No colours or styles in any command (also: NO_COLOR=1).")
+@click.pass_context
+def main(ctx: click.Context, no_color: bool) -> None:
+    """crashlens: ranked root causes for crashed ML and GPU jobs.
+
+    Shell completion (bash, zsh, fish): eval "$(_CRASHLENS_COMPLETE=bash_source crashlens)"
+    (zsh_source, fish_source for the others); see README.md.
+    """
+    ctx.obj = {"no_color": no_color}
 
 
 @main.command()
@@ -40,8 +112,9 @@ def main() -> None:
               help="A folder to search for libraries named in the evidence (repeatable).")
 @click.option("--sysroot", type=click.Path(file_okay=False, path_type=Path),
               help="A copy of the crashed machine's root: absolute library paths are looked up under it.")
-@click.option("--gpu", help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
+@click.option("--gpu", callback=_check_gpu, help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
 @click.option("--cpu-flags", help="The CPU's flags, when the logs do not list them: a cpuinfo/lscpu file or a comma list.")
+@_NO_COLOR
 @click.option("--github", is_flag=True, help="GitHub Actions: workflow-command annotations, the report grouped, "
               "a step summary appended to $GITHUB_STEP_SUMMARY (redacted). See docs/ci.md.")
 @click.option("--junit", "junit_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -53,8 +126,10 @@ def main() -> None:
 def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None,
             lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None,
             github: bool = False, junit_file: Path | None = None, codequality_file: Path | None = None,
-            fail_on: tuple[str, ...] = (), no_redact: bool = False) -> None:
-    """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives."""
+            fail_on: tuple[str, ...] = (), no_redact: bool = False, no_color: bool = False) -> None:
+    """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives.
+
+    `-` reads standard input (`cat run.log | crashlens analyze -`)."""
     from .analyze import Options, analyze_paths
     from .engine.rules import taxonomy
     from .report import ci
@@ -68,7 +143,7 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
         _fail(exc)
         return
     if not any(i.kind in ("text", "elf", "elf-core") for i in result.inputs):
-        for n in result.notes:
+        for n in _unique_notes(result.notes, result.inputs):
             click.echo(f"crashlens: {n}", err=True)
         click.echo("crashlens: error: none of the inputs could be read as a log, dmesg, core or library", err=True)
         sys.exit(EXIT_USAGE)
@@ -96,11 +171,9 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
 
         click.echo(shareable(render_md(result, sig, top), not no_redact))
     else:
-        from rich.console import Console
-
         from .report.terminal import render as render_term
 
-        render_term(result, sig, Console(), top, verbose)
+        render_term(result, sig, _console(no_color), top, verbose)
     sys.exit(code)
 
 
@@ -154,6 +227,10 @@ def rules_test(rules_dir: Path | None, only: str | None) -> None:
     except CrashlensError as exc:
         _fail(exc)
         return
+    if not results:
+        click.echo(f"crashlens: error: no rule example matched -k {only!r}" if only else
+                   "crashlens: error: the rule base has no inline examples", err=True)
+        sys.exit(EXIT_USAGE)
     failed = [r for r in results if not r.ok]
     for r in failed:
         click.echo(f"FAIL {r.rule}: expected {'a firing' if r.expect else 'no firing'} on:\n    "
@@ -181,15 +258,17 @@ def eval_cmd(corpus: Path, as_json: bool, rules_dir: Path | None) -> None:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("--gpu", help="Judge CUDA images against this device: sm_90, 9.0, or a name such as H100, 'RTX 4090'.")
+@click.option("--gpu", callback=_check_gpu,
+              help="Judge CUDA images against this device: sm_90, 9.0, or a name such as H100, 'RTX 4090'.")
 @click.option("--driver", help="NVIDIA driver version (e.g. 535.104.05) for PTX JIT checks.")
 @click.option("--cpu-flags", help="CPU flags to check the x86 ISA against: a /proc/cpuinfo or lscpu file, or a comma list.")
 @click.option("--no-isa", is_flag=True, help="Skip the x86 instruction-set census.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.inspect/1).")
 @click.option("--image", "image_index", type=int, help="Decompress CUDA image N (0-based, in listing order) of the "
               "first file and print its cubin ELF header or PTX header.")
+@_NO_COLOR
 def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_flags: str | None, no_isa: bool,
-            as_json: bool, image_index: int | None) -> None:
+            as_json: bool, image_index: int | None, no_color: bool = False) -> None:
     """ELF facts, CUDA images (SASS/PTX per arch) and the x86 ISA of libraries and executables."""
     from .inspect import inspect_file
 
@@ -213,11 +292,9 @@ def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_fla
 
         click.echo(render_json(reports))
     else:
-        from rich.console import Console
-
         from .report.inspect import render_text
 
-        render_text(reports, Console())
+        render_text(reports, _console(no_color))
     if all(r.facts is None for r in reports):
         for r in reports:
             click.echo(f"crashlens: error: {r.errors[0] if r.errors else r.path}", err=True)
@@ -225,6 +302,14 @@ def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_fla
     incompatible = any(r.verdict is not None and r.verdict.compatible is False for r in reports)
     missing = any(r.isa_missing and r.isa_missing.get("baseline") for r in reports)
     sys.exit(1 if incompatible or missing else EXIT_FOUND)
+
+
+def _unique_notes(notes, inputs) -> list[str]:
+    """The notes once each: an unreadable input's reason is noted by the walk ("X: unreadable: R")
+    and again by the reader ("X: R")."""
+    said = {f"{i.name}: unreadable: {i.note}" for i in inputs if i.kind == "unreadable"}
+    return [n for n in dict.fromkeys(notes)
+            if not (n not in said and any(n == s.replace(": unreadable: ", ": ", 1) for s in said))]
 
 
 def _cpu_flags(spec: str) -> set[str]:
@@ -283,7 +368,7 @@ def triage(dirs: tuple[str, ...], db: str | None, as_json: bool, jobs: int | Non
 @click.option("--lib-path", "lib_paths", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="A folder to search for libraries named in the evidence (repeatable).")
 @click.option("--sysroot", type=click.Path(file_okay=False, path_type=Path), help="A copy of the crashed machine's root.")
-@click.option("--gpu", help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
+@click.option("--gpu", callback=_check_gpu, help="The GPU, when the logs do not say: sm_90, 9.0 or a name such as H100.")
 @click.option("--cpu-flags", help="The CPU's flags, when the logs do not list them: a cpuinfo/lscpu file or a comma list.")
 def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, repo_url: str | None, url_limit: int,
            title: str | None, no_redact: bool, redact_more: tuple[str, ...], redact_strings: tuple[str, ...],
@@ -326,17 +411,35 @@ def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, 
     sys.exit(EXIT_FOUND if found else EXIT_NOTHING)
 
 
+def _tolerant_streams() -> None:
+    """stdout/stderr whose encoding cannot write a character (PYTHONIOENCODING=latin-1, a C
+    locale) print a replacement instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and (stream.errors or "strict") == "strict":
+                stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
 def entry() -> None:
     """Console-script entry: an unexpected exception becomes one line and exit code 3
-    (CRASHLENS_DEBUG=1 shows the traceback)."""
+    (CRASHLENS_DEBUG=1 shows the traceback); Ctrl-C exits 130, a closed stdout pipe 141."""
     import os
 
+    _tolerant_streams()
     try:
-        main(standalone_mode=True)
+        try:
+            main(standalone_mode=True)
+        finally:
+            sys.stdout.flush()  # a reader that went away is noticed here, not at interpreter exit
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         if os.environ.get("CRASHLENS_DEBUG"):
             raise

@@ -1,0 +1,114 @@
+"""The command line's contract with shells and CI (issue 10, section 5): exit codes for Ctrl-C
+and closed pipes, standard input, encodings, -V, --no-color, --gpu and `rules test -k`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "seed-crash"
+
+
+def _cmd() -> list[str]:
+    exe = shutil.which("crashlens", path=str(Path(sys.executable).parent)) or shutil.which("crashlens")
+    return [exe] if exe else [sys.executable, "-m", "crashlens"]
+
+
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
+        encoding: str = "utf-8") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*_cmd(), *args], input=stdin, capture_output=True, encoding=encoding, timeout=120,
+                          env={**os.environ, "COLUMNS": "120", **(env or {})})
+
+
+def test_stdin_dash_is_read_once_and_named():
+    log = (EXAMPLE / "train.log").read_text(encoding="utf-8")
+    r = run("analyze", "--json", "-", stdin=log)
+    assert r.returncode == 0, r.stderr
+    assert '"name": "<stdin>"' in r.stdout and "gpu-illegal-instruction" in r.stdout
+    assert r.stderr == ""
+
+
+def test_an_unreadable_input_is_reported_once():
+    r = run("analyze", "/nonexistent/crash.log")
+    assert r.returncode == 2
+    assert r.stderr.count("No such file or directory") == 1, r.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGPIPE"), reason="POSIX pipes")
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--markdown"]])
+def test_closed_stdout_exits_141_quietly(fmt):
+    # the reader has gone before crashlens writes: what `crashlens analyze … | head -1` does
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    p = subprocess.run([*_cmd(), "analyze", *fmt, str(EXAMPLE)], stdout=w_fd, stderr=subprocess.PIPE, text=True,
+                       timeout=120)
+    os.close(w_fd)
+    assert p.returncode == 141, p.stderr  # not 1: that means "nothing recognised"
+    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_exits_130():
+    # a FIFO that nobody writes keeps crashlens waiting in its reader until SIGINT arrives
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        fifo = os.path.join(d, "never")
+        os.mkfifo(fifo)
+        p = subprocess.Popen([*_cmd(), "analyze", fifo], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)  # past the interpreter's start-up
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "Aborted" not in err
+
+
+def test_latin1_output_encoding_is_no_internal_error():
+    for cmd in ("analyze", "report"):
+        r = run(cmd, str(EXAMPLE), env={"PYTHONIOENCODING": "latin-1"}, encoding="latin-1")
+        assert r.returncode == 0, r.stderr
+        assert "internal error" not in r.stderr and "illegal instruction" in r.stdout
+
+
+def test_short_version_flag():
+    r = run("-V")
+    assert r.returncode == 0 and r.stdout.startswith("crashlens")
+
+
+def test_no_color_has_no_escape_codes():
+    env = {"FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    coloured = run("analyze", str(EXAMPLE), env=env)
+    assert "\x1b[" in coloured.stdout  # the check below means something
+    for args in (["--no-color", "analyze", str(EXAMPLE)], ["analyze", "--no-color", str(EXAMPLE)]):
+        r = run(*args, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "\x1b[" not in r.stdout
+
+
+def test_unknown_gpu_is_warned_about():
+    r = run("analyze", "--gpu", "XYZ123", str(EXAMPLE))
+    assert r.returncode == 0
+    assert "warning: --gpu 'XYZ123'" in r.stderr
+    assert "warning" not in run("analyze", "--gpu", "H100", str(EXAMPLE)).stderr
+
+
+def test_rules_test_with_no_matching_rule_fails():
+    r = run("rules", "test", "-k", "no-such-rule-anywhere")
+    assert r.returncode == 2
+    assert "no rule example matched" in r.stderr
+    assert "0 passed" not in r.stdout
+
+
+def test_completion_is_documented_and_works():
+    assert "_CRASHLENS_COMPLETE" in (ROOT / "README.md").read_text(encoding="utf-8")
+    r = run(env={"_CRASHLENS_COMPLETE": "bash_source"})
+    assert r.returncode == 0 and "complete" in r.stdout
