@@ -1,48 +1,134 @@
-"""Secrets out of text that leaves the machine (bug reports, Markdown, CI summaries).
+"""Secrets out of text that leaves the machine (bug reports, Markdown, CI outputs, triage).
 
     redact(text, *, emails=False, home_users=False, hostnames=False, extra=()) -> (text, counts)
+    Redactor(...)            several texts of one report: shared counts, learn() then redact()
+    Redactor.analysis(a)     an Analysis with every string redacted (before any renderer cuts or wraps)
+    Redactor.signature(sig)  a Signature with its text redacted
+    formats() / near_formats()   the secret formats of data/secrets.yaml
 
-Always redacted: API tokens (Hugging Face, GitHub, OpenAI, Anthropic, Slack, W&B, AWS), credentials
-in URLs, `Authorization:` headers and bearer tokens, JWTs, PEM private-key blocks, and values of
-secret-looking assignments (`*_TOKEN=`, `*_KEY=`, `*_SECRET=`, `password=`, `passwd:`, CLI flags
-`--token X`, JSON/YAML/Python-dict keys such as `"api_key": "..."`). Optional: e-mail addresses,
-user names in home paths, host names (`hostnames=True` detects them from syslog/journald
-prefixes, NCCL prefixes, `host : name` and `HOSTNAME=` lines; an iterable also names them).
-`extra` redacts literal strings.
+Always redacted: the token formats of data/secrets.yaml (modelled on gitleaks' default rules:
+GitHub, GitLab, Hugging Face, OpenAI, Anthropic, Slack, AWS, Google, Azure, Stripe, npm, PyPI,
+Databricks, SendGrid, Twilio, …, and contexts such as `mysql -p…`, a Docker config's "auth",
+kaggle.json's "key", `wandb.login(key=…)`), values that are secrets only near a context (an AWS
+secret key in a report that shows its key id, a bare W&B key near a W&B line), credentials in
+URLs (`redis://:pw@`), `Authorization:` headers and bearer tokens, PEM private-key blocks, and
+values of secret-looking assignments (`*_TOKEN=`, `*_KEY=`, `*_SECRET=`, `password=`,
+`passwd:`, CLI flags `--token X`, JSON/YAML/Python-dict keys such as `"api_key": "..."`).
+Optional: e-mail addresses, user names in home paths, host names (`hostnames=True` detects them
+from syslog/journald prefixes, NCCL prefixes, `host : name` and `HOSTNAME=` lines; an iterable
+also names them). `extra` redacts literal strings.
 
 Replacements keep the kind visible (`hf_<redacted>`, `AKIA<redacted>`, `API_KEY=<redacted>`,
 `<email>`, `/home/<user>/`, `<host>`), never add or remove a line (file:line references stay
 valid) and are idempotent: redacting redacted text changes nothing and counts nothing.
-counts maps a kind (KINDS) to how many items were replaced.
+counts maps a kind (KINDS) to how many distinct items were replaced.
+
+A neutral module: it imports only crashlens.knowledge, so the signature stage, triage and the
+renderers (through report/redact.py) share it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Iterable, Mapping
+from bisect import bisect_right
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from typing import Any, Iterable, Iterator, Mapping
+
+from .knowledge import data
 
 R = "<redacted>"
+ELLIPSIS_AHEAD = r"(?=…|\.\.\.)"
+MEMO_MAX_LEN = 4096  # texts up to this long are remembered (a report repeats its evidence lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the formats (data/secrets.yaml)
+
+
+@dataclass(frozen=True)
+class SecretFormat:
+    """A token format: `prefix` is kept, `body` replaced (docs in data/secrets.yaml)."""
+
+    id: str
+    kind: str
+    source: str
+    keywords: tuple[str, ...]
+    pattern: re.Pattern[str]  # groups pre, val
+    stub: re.Pattern[str] | None  # the token cut short before … or ...
+
+
+@dataclass(frozen=True)
+class NearFormat:
+    """A value that is a secret only near a context."""
+
+    id: str
+    kind: str
+    source: str
+    context: re.Pattern[str]
+    value: re.Pattern[str]
+    lines: int | None  # None: anywhere in the report once the context was seen
+
+
+class FormatError(ValueError):
+    pass
+
+
+@cache
+def _doc() -> dict[str, Any]:
+    return data("secrets.yaml")
+
+
+@cache
+def kinds() -> dict[str, tuple[str, str]]:
+    """kind -> (singular, plural), for summaries."""
+    return {str(k): (str(v[0]), str(v[1])) for k, v in (_doc().get("kinds") or {}).items()}
+
+
+def _compile(fid: str, what: str, pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise FormatError(f"data/secrets.yaml: {fid}: {what}: {exc}") from None
+
+
+@cache
+def formats() -> tuple[SecretFormat, ...]:
+    out: list[SecretFormat] = []
+    known = kinds()
+    for f in _doc().get("formats") or ():
+        fid, kind = str(f["id"]), str(f["kind"])
+        if kind not in known:
+            raise FormatError(f"data/secrets.yaml: {fid}: kind {kind!r} is not under kinds")
+        left = f.get("left", "(?<![A-Za-z0-9])")
+        right = f.get("right", "(?![A-Za-z0-9])")
+        prefix = f.get("prefix", "")
+        pattern = _compile(fid, "prefix/body", f"{left}(?P<pre>{prefix})(?P<val>{f['body']}){right}")
+        stub = None
+        if f.get("stub"):
+            stub = _compile(fid, "stub", f"{left}(?P<pre>{prefix})(?P<val>(?:{f['stub']}){{4,}}){ELLIPSIS_AHEAD}")
+        out.append(SecretFormat(fid, kind, str(f.get("source", "")),
+                                tuple(str(k).lower() for k in f.get("keywords") or ()), pattern, stub))
+    if len({f.id for f in out}) != len(out):
+        raise FormatError("data/secrets.yaml: duplicate format ids")
+    return tuple(out)
+
+
+@cache
+def near_formats() -> tuple[NearFormat, ...]:
+    out = []
+    for f in _doc().get("near") or ():
+        fid = str(f["id"])
+        lines = f.get("lines", 3)
+        out.append(NearFormat(fid, str(f["kind"]), str(f.get("source", "")), _compile(fid, "context", f["context"]),
+                              _compile(fid, "value", f["value"]), None if lines == "all" else int(lines)))
+    return tuple(out)
+
 
 # kind -> (singular, plural) for summaries
-KINDS: dict[str, tuple[str, str]] = {
-    "private-key": ("private key", "private keys"),
-    "auth-header": ("authorization header", "authorization headers"),
-    "jwt": ("JWT", "JWTs"),
-    "hf-token": ("hf token", "hf tokens"),
-    "github-token": ("GitHub token", "GitHub tokens"),
-    "openai-key": ("OpenAI key", "OpenAI keys"),
-    "anthropic-key": ("Anthropic key", "Anthropic keys"),
-    "slack-token": ("Slack token", "Slack tokens"),
-    "aws-key-id": ("AWS access key id", "AWS access key ids"),
-    "aws-secret": ("AWS secret key", "AWS secret keys"),
-    "wandb-key": ("W&B key", "W&B keys"),
-    "url-credential": ("URL credential", "URL credentials"),
-    "secret": ("secret value", "secret values"),
-    "email": ("e-mail", "e-mails"),
-    "home-user": ("user name", "user names"),
-    "hostname": ("host name", "host names"),
-    "custom": ("custom string", "custom strings"),
-}
+KINDS: dict[str, tuple[str, str]] = kinds()
 
 Counts = dict[str, int]
 
@@ -125,30 +211,9 @@ _PEM_BODY_LINE = re.compile(r"^[\s\"',]*(?:[A-Za-z0-9+/=]{8,}|Proc-Type:.*|DEK-I
 _AUTH = re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
                    r"(?:(bearer|basic|token|digest|negotiate|apikey|api-key|bot)(\s+))?([^\s\"',;]+)")
 _BEARER = re.compile(r"\b([Bb]earer|BEARER)(\s+)([A-Za-z0-9._~+/\-]{16,}=*)")
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
-
-_TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("github-token", re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}")),
-    ("github-token", re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{30,}\b")),
-    ("hf-token", re.compile(r"\b(hf_)[A-Za-z0-9]{30,}\b")),
-    ("hf-token", re.compile(r"\b(api_org_)[A-Za-z0-9]{30,}\b")),
-    ("anthropic-key", re.compile(r"\b(sk-ant-)[A-Za-z0-9_\-]{20,}")),
-    ("openai-key", re.compile(r"\b(sk-(?:proj|svcacct|admin|None)-)[A-Za-z0-9_\-]{20,}")),
-    ("openai-key", re.compile(r"\b(sk-)(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}\b")),
-    ("slack-token", re.compile(r"\b(xox[abposre]-)[A-Za-z0-9\-]{10,}")),
-    ("slack-token", re.compile(r"\b(xapp-)[A-Za-z0-9\-]{10,}")),
-    ("aws-key-id", re.compile(r"\b((?:AKIA|ASIA))[A-Z0-9]{16}\b")),
-)
-_TRUNCATED = re.compile(r"\b(?:(hf_|gh[pousr]_|AKIA|ASIA)[A-Za-z0-9]{8,}|(github_pat_|sk-ant-|sk-proj-|xox[abposre]-)"
-                        r"[A-Za-z0-9_\-]{6,}|(sk-)(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,})(?=…|\.\.\.)")
-_TRUNCATED_KIND = {"hf_": "hf-token", "github_pat_": "github-token", "sk-ant-": "anthropic-key", "sk-proj-": "openai-key",
-                   "sk-": "openai-key", "AKIA": "aws-key-id", "ASIA": "aws-key-id"}
-_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-_WANDB_LOGIN = re.compile(r"(?i)\b(wandb\s+login\s+(?:--relogin\s+|--anonymously\s+|--host[= ]\S+\s+)*)"
-                          r"([A-Za-z0-9_\-]{40,})\b")
 _NETRC = re.compile(r"\b(machine\s+\S+\s+login\s+\S+\s+password\s+)(\S+)")
 
-_URL_CRED = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@<>\"'`]+):([^\s@/<>\"'`]+)@")
+_URL_CRED = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@<>\"'`]*):([^\s@/<>\"'`]+)@")
 _BARE_CRED = re.compile(r"(?<![\w/:])(x-access-token|oauth2|gitlab-ci-token|x-token-auth|token):([^\s@/<>\"'`]+)@")
 
 # NAME=value, NAME: value, "name": "value", 'name': 'value', export NAME="value"
@@ -184,8 +249,9 @@ _NOT_HOSTS = {"localhost", "localhost.localdomain", "kernel", "unknown", "none",
 
 class Redactor:
     """Redaction over several texts (the fields of one report): counts are of distinct items
-    (a token that appears five times is one token), hosts detected in one text are redacted in
-    every later one (learn() them first from all texts)."""
+    (a token that appears five times is one token); host names and the contexts of `near`
+    formats seen in one text count for every later one (learn() them first from all texts;
+    analysis() does)."""
 
     def __init__(self, *, emails: bool = False, home_users: bool = False, hostnames: bool | Iterable[str] = False,
                  extra: Iterable[str] = ()) -> None:
@@ -195,6 +261,8 @@ class Redactor:
         self.options_hosts = bool(hostnames)
         self.hosts: set[str] = set() if isinstance(hostnames, bool) else {h for h in hostnames if h}
         self.extra_strings = [s for s in extra if s and s.strip()]
+        self.contexts: set[str] = set()  # ids of report-wide near formats whose context was seen
+        self._memo: dict[str, str] = {}
 
     @property
     def counts(self) -> Counts:
@@ -212,9 +280,18 @@ class Redactor:
         seen.add(value)
 
     def learn(self, text: str) -> None:
-        """Collect host names from a text (syslog prefixes, `host : name` lines) before redacting."""
+        """Before redacting: host names (syslog prefixes, `host : name` lines) and the contexts of
+        report-wide near formats (an AWS access key id) in a text."""
+        if not text:
+            return
+        before = (len(self.hosts), len(self.contexts))
         if self.options_hosts:
             self.hosts |= _detect_hosts(text)
+        for f in near_formats():
+            if f.lines is None and f.id not in self.contexts and f.context.search(text):
+                self.contexts.add(f.id)
+        if (len(self.hosts), len(self.contexts)) != before:
+            self._memo.clear()
 
     def __call__(self, text: str) -> str:
         return self.redact(text)
@@ -222,6 +299,14 @@ class Redactor:
     def redact(self, text: str) -> str:
         if not text:
             return text
+        memo = len(text) <= MEMO_MAX_LEN
+        if memo:
+            done = self._memo.get(text)
+            if done is not None:
+                return done
+        original = text
+        self.learn(text)
+        near = self._near_lines(text)
         if self.extra_strings:
             text = self.extra(text, self.extra_strings)
         text = self.pem(text)
@@ -229,6 +314,7 @@ class Redactor:
         text = self.tokens(text)
         text = self.urls(text)
         text = self.assignments(text)
+        text = self.near(text, near)
         if self.options_emails:
             text = self.emails(text)
         if self.options_home:
@@ -236,16 +322,63 @@ class Redactor:
         if self.options_hosts:
             self.learn(text)
             text = self.hostnames(text, self.hosts)
+        if memo and len(self._memo) < 100_000:
+            self._memo[original] = text
         return text
 
     def deep(self, value: Any) -> Any:
-        """Every string inside dicts/lists redacted (a template context)."""
-        if isinstance(value, str):
+        """Every string inside dicts/lists/tuples redacted (a template context); containers are
+        rebuilt, keys are kept."""
+        if isinstance(value, str) and not isinstance(value, Enum):
             return self.redact(value)
         if isinstance(value, Mapping):
             return {k: self.deep(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, tuple):
+            return tuple(self.deep(v) for v in value)
+        if isinstance(value, list):
             return [self.deep(v) for v in value]
+        return value
+
+    def analysis(self, a: Any) -> Any:
+        """A copy of an Analysis (any frozen dataclass) with every string in it redacted: what a
+        renderer then cuts, wraps or shortens holds no secret. Contexts are learnt from every
+        string first (an AWS key id in the command line makes a secret in the error line one)."""
+        for text in _strings(a):
+            self.learn(text)
+        return self._walk(a)
+
+    def signature(self, sig: Any) -> Any:
+        """A Signature (id, text, parts) with its text and parts redacted; the id is kept."""
+        return dataclasses.replace(sig, text=self.redact(sig.text), parts=self.deep(dict(sig.parts)))
+
+    def _walk(self, value: Any) -> Any:
+        """Like deep(), but keeps types: dataclasses are replaced field by field, unchanged
+        objects are returned as they are."""
+        if isinstance(value, str):
+            if isinstance(value, Enum):
+                return value
+            new = self.redact(value)
+            return value if new == value else new
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if not f.init:
+                    continue
+                old = getattr(value, f.name)
+                if callable(old) and not dataclasses.is_dataclass(old):
+                    continue
+                new = self._walk(old)
+                if new is not old:
+                    changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if isinstance(value, Mapping):
+            items = {k: self._walk(v) for k, v in value.items()}
+            return value if all(items[k] is v for k, v in value.items()) else items
+        if isinstance(value, (tuple, list)):
+            new_items = [self._walk(v) for v in value]
+            if all(n is o for n, o in zip(new_items, value)):
+                return value
+            return type(value)(new_items) if type(value) in (tuple, list) else tuple(new_items)
         return value
 
     def summary(self) -> str:
@@ -325,45 +458,31 @@ class Redactor:
             self.add("auth-header", m.group(3))
             return m.group(1) + m.group(2) + R
 
-        def jwt(m: re.Match[str]) -> str:
-            self.add("jwt", m.group(0))
-            return "eyJ" + R
-
         if re.search(r"(?i)authorization", text):
             text = _AUTH.sub(header, text)
         if re.search(r"(?i)bearer", text):
             text = _BEARER.sub(bearer, text)
-        if "eyJ" in text:
-            text = _JWT.sub(jwt, text)
         return text
 
     def tokens(self, text: str) -> str:
-        aws_lines: list[int] = []
-        for kind, pattern in _TOKENS:
-            def repl(m: re.Match[str], kind: str = kind) -> str:
-                self.add(kind, m.group(0).rstrip("…"))
-                if kind == "aws-key-id":
-                    aws_lines.append(m.string.count("\n", 0, m.start()))
-                return m.group(1) + R
+        """The token formats of data/secrets.yaml (and tokens cut short: `glpat-AbCd…`), `.netrc`
+        passwords."""
+        low = text.lower()
+        stubs = "…" in text or "..." in text
+        for f in formats():
+            if f.keywords and not any(k in low for k in f.keywords):
+                continue
 
-            text = pattern.sub(repl, text)
-        if "…" in text or "..." in text:  # a token a renderer cut short: its visible part goes too
-            def cut(m: re.Match[str]) -> str:
-                p = m.group(1) or m.group(2) or m.group(3)
-                kind = "github-token" if p.startswith("gh") else "slack-token" if p.startswith("xox") else \
-                    _TRUNCATED_KIND.get(p, "secret")
-                self.add(kind, m.group(0))
-                return p + R
+            def repl(m: re.Match[str], f: SecretFormat = f) -> str:
+                val = m.group("val")
+                if val == R or val.startswith("<"):
+                    return m.group(0)
+                self.add(f.kind, m.group("pre") + val)
+                return m.group("pre") + R
 
-            text = _TRUNCATED.sub(cut, text)
-        if aws_lines:
-            text = self._aws_secrets(text, aws_lines)
-        if "wandb" in text.lower():
-            def wandb(m: re.Match[str]) -> str:
-                self.add("wandb-key", m.group(2))
-                return m.group(1) + R
-
-            text = _WANDB_LOGIN.sub(wandb, text)
+            text = f.pattern.sub(repl, text)
+            if stubs and f.stub is not None:
+                text = f.stub.sub(repl, text)
         if "machine" in text:
             def netrc(m: re.Match[str]) -> str:
                 if _placeholder(m.group(2)):
@@ -374,17 +493,50 @@ class Redactor:
             text = _NETRC.sub(netrc, text)
         return text
 
-    def _aws_secrets(self, text: str, near: list[int]) -> str:
-        """A 40-character AWS secret key on the line of an access key id or the 3 lines around it."""
-        lines = text.split("\n")
-        todo = sorted({j for i in near for j in range(max(0, i - 3), min(len(lines), i + 4))})
-        for j in todo:
-            def repl(m: re.Match[str]) -> str:
-                self.add("aws-secret", m.group(0))
+    def _near_lines(self, text: str) -> dict[str, list[int] | None]:
+        """For each near format whose context is in this text (or was seen in the report): the
+        lines of the context (None: the whole text)."""
+        out: dict[str, list[int] | None] = {}
+        newlines: list[int] | None = None
+        for f in near_formats():
+            if f.lines is None:
+                if f.id in self.contexts:
+                    out[f.id] = None
+                continue
+            hits = [m.start() for m in f.context.finditer(text)]
+            if not hits:
+                continue
+            if "\n" not in text:
+                out[f.id] = [0]
+                continue
+            if newlines is None:
+                newlines = [i for i, c in enumerate(text) if c == "\n"] if len(text) < 1 << 16 else \
+                    [m.start() for m in re.finditer("\n", text)]
+            out[f.id] = sorted({bisect_right(newlines, h - 1) for h in hits})
+        return out
+
+    def near(self, text: str, where: Mapping[str, list[int] | None]) -> str:
+        """Values of near formats (a 40-character AWS secret key, a bare W&B key) near their context."""
+        if not where:
+            return text
+        for f in near_formats():
+            if f.id not in where:
+                continue
+
+            def repl(m: re.Match[str], f: NearFormat = f) -> str:
+                self.add(f.kind, m.group(0))
                 return R
 
-            lines[j] = _AWS_SECRET.sub(repl, lines[j])
-        return "\n".join(lines)
+            at = where[f.id]
+            if at is None:
+                text = f.value.sub(repl, text)
+                continue
+            lines = text.split("\n")
+            span = f.lines or 0
+            for j in sorted({j for i in at for j in range(max(0, i - span), min(len(lines), i + span + 1))}):
+                lines[j] = f.value.sub(repl, lines[j])
+            text = "\n".join(lines)
+        return text
 
     def urls(self, text: str) -> str:
         def cred(m: re.Match[str]) -> str:
@@ -482,6 +634,24 @@ class Redactor:
                 self.add("custom", s)
                 text = text.replace(s, R)
         return text
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a dataclass, mapping or sequence (callables and enums skipped)."""
+    if isinstance(value, str):
+        if not isinstance(value, Enum):
+            yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if not (callable(v) and not dataclasses.is_dataclass(v)):
+                yield from _strings(v)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
 
 
 def _detect_hosts(text: str) -> set[str]:
