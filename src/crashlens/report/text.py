@@ -15,6 +15,22 @@ def one_line(text: object, width: int = 160) -> str:
     return t if len(t) <= width else t[: width - 1] + "…"
 
 
+_MD_SPECIAL = re.compile(r"""\\(?=[!-/:-@\[-`{-~])|[*<>]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|^[#+-](?=\s)|^\d+(?=[.)]\s)""",
+                         re.M)
+
+
+def md_text(text: object) -> str:
+    """Plain text made safe for Markdown (GitHub): outside `code spans`, the characters that would
+    start HTML (`<module>` disappears as an unknown tag), emphasis (`**batch`, `__init__`),
+    headings or lists are backslash-escaped; code spans are kept as they are."""
+    parts = re.split(r"(`+[^`]*?`+)", str(text))
+    def esc(m: re.Match) -> str:
+        s = m.group(0)
+        return s + "\\" if s[:1].isdigit() else "\\" + s  # `1\. item`, `\<module>`
+
+    return "".join(p if i % 2 else _MD_SPECIAL.sub(esc, p) for i, p in enumerate(parts))
+
+
 def fmt_evidence(e: Evidence, width: int = 200) -> str:
     return f"{e.loc}: {one_line(e.text, width)}"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...errors import CrashlensError
-from ..text import one_line
+from ..text import md_text, one_line
 from .markup import code, fence, loc
 
 BUILTIN = "bug-report.md.j2"
@@ -85,7 +85,7 @@ def _environment(top_names: Iterable[str]):
     )
     env.filters.update({"loc": loc, "fence": fence, "code": code, "short": one_line,
                         "basename": lambda p: os.path.basename(str(p or "")),
-                        "conf": lambda x: f"{float(x):.2f}",
+                        "conf": lambda x: f"{float(x):.2f}", "md": md_text,
                         "bullets": lambda xs: "\n".join(f"- {x}" for x in xs)})
     env.globals.update({"loc": loc, "fence": fence, "code": code})
     return env
