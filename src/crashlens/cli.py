@@ -104,7 +104,8 @@ def main(ctx: click.Context, no_color: bool) -> None:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema crashlens.analysis/1).")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print a Markdown report (secrets redacted).")
-@click.option("--no-redact", is_flag=True, help="Do not redact secrets from the Markdown report.")
+@click.option("--no-redact", is_flag=True, help="Do not redact secrets from the Markdown report and the CI outputs.")
+@click.option("--redact", is_flag=True, help="Also redact secrets from the JSON and terminal reports (docs/report.md).")
 @click.option("--top", default=3, show_default=True, help="How many causes the terminal report shows in full.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every cause with its reasoning.")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path), help="Use another rule directory.")
@@ -126,7 +127,7 @@ def main(ctx: click.Context, no_color: bool) -> None:
 def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int, verbose: bool, rules_dir: Path | None,
             lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None, cpu_flags: str | None,
             github: bool = False, junit_file: Path | None = None, codequality_file: Path | None = None,
-            fail_on: tuple[str, ...] = (), no_redact: bool = False, no_color: bool = False) -> None:
+            fail_on: tuple[str, ...] = (), no_redact: bool = False, no_color: bool = False, redact: bool = False) -> None:
     """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives.
 
     `-` reads standard input (`cat run.log | crashlens analyze -`)."""
@@ -160,16 +161,19 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
             _fail(exc)
         if github:  # the report went out with the workflow commands
             sys.exit(code)
+    if redact and not no_redact and not as_markdown:  # --redact: the JSON and terminal reports too
+        from .report.redact import redacted
+
+        result, sig, red = redacted(result, sig)
+        click.echo(red.summary(), err=True)
     if as_json:
         from .report.json import render
 
         click.echo(render(result, sig))
     elif as_markdown:
-        from .report.markdown import render as render_md
+        from .report.markdown import shareable
 
-        from .report.redact import shareable
-
-        click.echo(shareable(render_md(result, sig, top), not no_redact))
+        click.echo(shareable(result, sig, top, not no_redact))
     else:
         from .report.terminal import render as render_term
 

@@ -9,6 +9,17 @@ from ..model import Analysis
 from ..signature import Signature
 from .bugreport.markup import code
 from .text import code_path_line, fmt_evidence, md_text
+from .redact import redacted
+
+
+def shareable(a: Analysis, sig: Signature, top: int = 3, redact_on: bool = True) -> str:
+    """`analyze --markdown`: the report rendered from the redacted analysis (redacted before
+    anything is cut), with a closing line that counts the items redacted."""
+    if not redact_on:
+        return render(a, sig, top)
+    a, sig, red = redacted(a, sig)
+    text = red(render(a, sig, top))
+    return text.rstrip("\n") + "\n\n" + red.summary()
 
 
 def render(a: Analysis, sig: Signature, top: int = 3) -> str:
