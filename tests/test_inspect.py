@@ -167,3 +167,126 @@ def test_dmesg_trap_without_core_decodes_the_instruction_from_the_library(tmp_pa
     crash = [e for e in top.evidence if e.kind == "crash"]
     assert crash and crash[0].facts["cpu_supports"] is False and crash[0].facts["function"] == "saxpy"
     assert "The faulting instruction is `v" in top.explanation
+
+
+# -- issue 10, section 4: library evidence when the device is unknown ---------------------------------
+
+NO_KERNEL_LOG = (
+    '$ TORCH_CUDA_ARCH_LIST="8.0" python setup.py build_ext --inplace\n'
+    "/usr/local/cuda/bin/nvcc -c csrc/axpy.cu -o build/axpy.o -gencode arch=compute_80,code=sm_80 -O3\n"
+    "$ python train.py\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/proj/train.py", line 12, in <module>\n'
+    "    out = ext.axpy(x, y, 2.0)\n"
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+
+
+def test_no_kernel_image_names_the_given_sass_only_library_and_the_gpus_it_runs_on(tmp_path: Path):
+    """No GPU in the log; the extension given has SASS sm_80 and no PTX: the cause names it, says
+    which GPUs it runs on, and cites the build lines (-gencode without PTX, TORCH_CUDA_ARCH_LIST)."""
+    log = tmp_path / "run.log"
+    log.write_text(NO_KERNEL_LOG)
+    a = analyze_paths([log, BIN / "libext_sm80.so", BIN / "libext_sm80_sm90_ptx.so"])
+    top = a.causes[0]
+    assert top.category == "cuda-arch-unsupported"
+    text = top.explanation
+    assert "libext_sm80.so has SASS for sm_80 only and no PTX" in text
+    assert "8.0 (A100" in text and "8.6 (" in text and "8.9 (L4" in text and "9.0" not in text.split("runs only on")[1]
+    assert "libext_sm80_sm90_ptx.so" not in text  # it has PTX: it runs on any newer GPU
+    assert "-gencode arch=compute_80,code=sm_80" in text and "TORCH_CUDA_ARCH_LIST=8.0" in text
+    cited = [e.loc.line for e in top.evidence if e.kind == "line"]
+    assert {1, 2, 7} <= set(cited)
+    lib = [e for e in top.evidence if e.kind == "library"]
+    assert [e.facts["library"] for e in lib] == ["libext_sm80.so"] and lib[0].facts["cuda_sass_only"] is True
+    assert any("libext_sm80.so" in r for r in top.remedies)
+
+
+def test_no_kernel_image_with_ptx_in_the_build_is_not_blamed_on_sass_only(tmp_path: Path):
+    log = tmp_path / "run.log"
+    log.write_text(NO_KERNEL_LOG.replace("code=sm_80", "code=[sm_80,compute_80]").replace('"8.0"', '"8.0+PTX"'))
+    a = analyze_paths([log, BIN / "libaxpy_sm80.so"])  # sm_80 SASS and compute_80 PTX
+    top = a.causes[0]
+    assert top.category == "cuda-arch-unsupported"
+    assert "compiles SASS only" not in top.explanation and "without +PTX" not in top.explanation
+    assert "no PTX" not in top.explanation.split("PTX runs on")[1]
+    # one -gencode with PTX among SASS-only ones: the build has PTX
+    log.write_text(NO_KERNEL_LOG.replace("code=sm_80", "code=sm_80 -gencode=arch=compute_90,code=compute_90"))
+    assert "compiles SASS only" not in analyze_paths([log]).causes[0].explanation
+
+
+def test_library_runs_on_sets():
+    from crashlens.inspect import cuda_runs_on
+
+    assert cuda_runs_on(["sm_80"], []) == [(8, 0), (8, 6), (8, 7), (8, 9)]
+    assert cuda_runs_on(["sm_90a"], []) == [(9, 0)]
+    assert cuda_runs_on(["sm_80"], ["compute_80"]) is None
+    assert (10, 1) not in cuda_runs_on(["sm_100f"], []) and (10, 3) in cuda_runs_on(["sm_100f"], [])
+
+
+def _trap_library(tmp_path: Path):
+    """libtrap.so with a __builtin_trap() (ud2) in check() and a loop's jmp in loop(): (path, ud2
+    offset, jmp offset) within the executable mapping, as dmesg's `in libtrap.so[base+size]` gives them."""
+    import re
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if not shutil.which("gcc") or not shutil.which("objdump"):
+        pytest.skip("gcc and objdump are needed")
+    src = tmp_path / "t.c"
+    src.write_text("int check(int x) { if (x > 3) __builtin_trap(); return x * 2; }\n"
+                   "int loop(int *v, int n) { int s = 0; for (int i = 0; i < n; i++) { if (v[i] < 0) continue; "
+                   "s += v[i]; } return s; }\n")
+    lib = tmp_path / "lib" / "libtrap.so"
+    lib.parent.mkdir()
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    dis = subprocess.run(["objdump", "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+    ud2 = int(re.search(r"^\s*([0-9a-f]+):\s+0f 0b\s+ud2", dis, re.M).group(1), 16)
+    body = dis[dis.index("<loop>:"):]
+    jmp = int(re.search(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*jmp\s", body, re.M).group(1), 16)
+    from crashlens.binary.elf import ElfFile
+
+    with ElfFile(lib) as elf:
+        text = next(s for s in elf.segments if s.type == 1 and s.flags & 1)
+        bid = __import__("crashlens.binary.elffacts", fromlist=["x"]).read_elf_facts(elf).build_id
+    page = text.vaddr & ~0xFFF
+    return lib, ud2 - page, jmp - page, bid
+
+
+def _dmesg(tmp_path: Path, off: int, extra: str = "") -> Path:
+    d = tmp_path / "dmesg.txt"
+    d.write_text(f"[ 812.44] traps: python[4242] trap invalid opcode ip:7f3a1c205{off:03x} sp:7ffd8e1c2b10 error:0 "
+                 f"in libtrap.so[7f3a1c205000+2000]\n{extra}")
+    return d
+
+
+def test_dmesg_trap_on_a_jmp_is_not_called_a_deliberate_trap(tmp_path: Path):
+    """The library on disk has a `jmp` at the trap's offset: another build than the one that ran.
+    Never 'a deliberate ud2 trap shown by the core' (there is no core)."""
+    lib, ud2, jmp, bid = _trap_library(tmp_path)
+    a = analyze_paths([_dmesg(tmp_path, jmp)], Options(lib_paths=(lib.parent,)))
+    assert "native-abort" not in [c.category for c in a.causes]
+    text = " ".join(c.explanation for c in a.causes)
+    assert "The core shows" not in text and "deliberate" not in text
+    assert "cannot raise #UD" in text and "another build" in text
+    crash = [e for c in a.causes for e in c.evidence if e.kind == "crash"]
+    assert crash and crash[0].facts["cpu_supports"] is None and "instruction" not in crash[0].facts
+
+
+def test_dmesg_trap_on_a_ud2_says_it_was_read_from_the_file_not_a_core(tmp_path: Path):
+    lib, ud2, jmp, bid = _trap_library(tmp_path)
+    a = analyze_paths([_dmesg(tmp_path, ud2)], Options(lib_paths=(lib.parent,)))
+    top = a.causes[0]
+    assert top.category == "native-abort" and top.evidence[0].kind == "crash"
+    assert "The core shows" not in top.explanation and "There is no core" in top.explanation
+    assert "`ud2`" in top.explanation and "No core or logged build-id" in top.explanation
+    # a build-id logged for the crashed process (coredumpctl) that matches: confirmed
+    a = analyze_paths([_dmesg(tmp_path, ud2, f"  Module libtrap.so with build-id {bid}\n")],
+                      Options(lib_paths=(lib.parent,)))
+    assert a.causes[0].category == "native-abort" and "matches the one logged" in a.causes[0].explanation
+    # one that differs: the file here is another build, no instruction is claimed
+    a = analyze_paths([_dmesg(tmp_path, ud2, "  Module libtrap.so with build-id " + "ab" * 20 + "\n")],
+                      Options(lib_paths=(lib.parent,)))
+    assert "native-abort" not in [c.category for c in a.causes]
+    assert "another build" in " ".join(c.explanation for c in a.causes)

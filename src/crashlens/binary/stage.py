@@ -3,7 +3,7 @@
     read_crashes(inputs, cpu_flags=..., lib_paths=..., sysroot=...) -> (reports, evidence, notes)
     read_crash(core, name, ...) -> CrashReport          one opened core
     crash_evidence(report) -> Evidence                  EvidenceKind.CRASH facts of a report
-    trap_site(trap, path, cpu_flags) -> Evidence | None a dmesg SIGILL trap decoded from the library
+    trap_site(trap, path, cpu_flags, build_id) -> Evidence | None   a dmesg SIGILL trap decoded from the library
     resolver(lib_paths, sysroot, build_ids, given, main, near) -> Resolver
                                                         a crashed process's path -> a file here
 
@@ -296,7 +296,8 @@ def crash_evidence(c: CrashReport) -> Evidence:
              "culprit_module": culprit_module,
              "culprit_module_name": os.path.basename(culprit_module) if culprit_module else None,
              "required_isa": " ".join(c.required_isa) or None,
-             "module_name": os.path.basename(c.module) if c.module else None}
+             "module_name": os.path.basename(c.module) if c.module else None, "source": "core",
+             "build_id_match": c.build_id_match}
     where = f"{c.function or h(c.pc)}" + (f" in {facts['module_name']}" if facts["module_name"] else "")
     text = f"core: {c.signal} at {where}" + (f": {c.instruction}" if c.instruction else "")
     return Evidence(EvidenceKind.CRASH, text, Loc(c.source), facts=facts)
@@ -336,12 +337,21 @@ def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | No
     return reports, evidence, notes
 
 
-def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None) -> Evidence | None:
+def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None,
+              build_id: str | None = None) -> Evidence | None:
     """A dmesg `trap invalid opcode … in libX.so[base+size]` without a core: decode the
     instruction from the library file and judge it against the CPU flags. The offset within
     the executable mapping is placed at the file's first executable segment (PT_LOAD with PF_X,
-    page-aligned as the loader maps it)."""
-    from .crashsite import SIGILL, decode_instruction, isa_verdict
+    page-aligned as the loader maps it).
+
+    The file here need not be the build that ran. build_id (the crashed build's, when a log
+    gives it: coredumpctl's "Module … with build-id …") is checked: another build gives no
+    instruction. Without it, an instruction that cannot raise #UD (a `jmp`, a `mov`) at the
+    offset says the file differs. Either way the evidence has `file_differs` and a `trap_note`
+    sentence instead of an instruction, module_name and offset. Any other instruction is
+    reported as read from this file, unverified unless the build-ids match (`build_id_match`,
+    and `file_check` says so)."""
+    from .crashsite import _UD, SIGILL, decode_instruction, isa_verdict
     from .elf import ElfFile
 
     offset = trap.facts.get("offset")
@@ -351,6 +361,18 @@ def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None) -> E
         return None
     if not isinstance(offset, int):
         return None
+    base = os.path.basename(path)
+    local_id = _build_id_of(path)
+    same = (local_id == build_id) if build_id and local_id else None
+    common = {"signal": "SIGILL", "module": path, "method": "dmesg trap + library file", "source": "dmesg",
+              "build_id": local_id, "build_id_match": same}
+    if same is False:
+        note = (f"The kernel's trap is in {base} at offset {offset:#x}, but {base} here is another build "
+                f"(build-id {local_id}) than the one that ran ({build_id}): its bytes there say nothing about "
+                f"the instruction that trapped.")
+        facts = {**common, "cpu_supports": None, "file_differs": True, "trap_note": note, "trap_offset": hex(offset)}
+        return Evidence(EvidenceKind.CRASH, f"dmesg trap in {base}+{offset:#x}: the file here is another build",
+                        Loc(path), facts=facts)
     try:
         with ElfFile(path) as elf:
             text = next((s for s in elf.segments if s.type == PT_LOAD and s.flags & PF_X), None)
@@ -359,7 +381,7 @@ def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None) -> E
             vaddr = (text.vaddr & PAGE_MASK) + offset
             file_off = (text.offset & PAGE_MASK) + offset
             code = elf.read(file_off, min(MAX_INSTRUCTION, elf.size - file_off), "code at the trap")
-            ins = decode_instruction(code, vaddr, source=f"{os.path.basename(path)}+{offset:#x}")
+            ins = decode_instruction(code, vaddr, source=f"{base}+{offset:#x}")
             function = None
             try:
                 from .isa import decode_at
@@ -371,9 +393,32 @@ def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None) -> E
     except (CrashlensError, OSError):
         return None
     supports, reason = isa_verdict(ins, signo=SIGILL, cpu_flags=set(cpu_flags) if cpu_flags is not None else None)
-    facts = {"signal": "SIGILL", "instruction": ins.text, "mnemonic": ins.mnemonic, "cpu_supports": supports,
-             "reason": reason, "required_isa": " ".join(ins.extensions) or None, "module": path,
-             "module_name": os.path.basename(path), "offset": hex(offset), "function": function,
-             "method": "dmesg trap + library file"}
-    text = f"dmesg trap in {os.path.basename(path)}+{offset:#x}: {ins.text}"
+    cannot_trap = (ins.valid and ins.mnemonic not in _UD and supports is True and not ins.xcr0_needed
+                   and not (ins.extensions and ins.faults))
+    if same:
+        check = f"Its build-id ({local_id}) matches the one logged for the crashed process."
+    else:
+        check = (f"No core or logged build-id shows that {base} here is the build that ran; if it is another "
+                 f"build, this is not the instruction that trapped.")
+    if cannot_trap:
+        if same:
+            note = (f"The kernel's trap is in {base} at offset {offset:#x}, where {base} here (the same build) has "
+                    f"`{ins.text}`, an instruction that cannot raise #UD: the offset or the mapping in the dmesg "
+                    f"line does not fit this file.")
+        else:
+            note = (f"The kernel's trap is in {base} at offset {offset:#x}, where {base} here has `{ins.text}`, an "
+                    f"instruction that cannot raise #UD: this file is probably another build than the one that "
+                    f"ran (no core or logged build-id to check it against), so it says nothing about the "
+                    f"instruction that trapped.")
+        facts = {**common, "cpu_supports": None, "file_differs": True, "trap_note": note, "trap_offset": hex(offset),
+                 "file_instruction": ins.text}
+        return Evidence(EvidenceKind.CRASH, f"dmesg trap in {base}+{offset:#x}: the file here has {ins.text}, "
+                        f"which cannot trap", Loc(path), facts=facts)
+    if not same and supports is not True:
+        reason += f" (read from {base} here, not from a core: unverified build)"
+    facts = {**common, "module_name": base, "offset": hex(offset), "instruction": ins.text,
+             "mnemonic": ins.mnemonic, "cpu_supports": supports,
+             "reason": reason, "required_isa": " ".join(ins.extensions) or None, "function": function,
+             "file_check": check}
+    text = f"dmesg trap in {base}+{offset:#x}: {ins.text}"
     return Evidence(EvidenceKind.CRASH, text, Loc(path), facts=facts)
