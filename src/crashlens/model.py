@@ -69,11 +69,14 @@ class EvidenceKind(StrEnum):
     """A native crash site: from a core (binary/stage) or a dmesg SIGILL trap decoded from the
     library file. Facts: signal, si_code, fault_address, pc, module, module_name, offset,
     function, instruction, mnemonic, required_isa (space-separated), cpu_supports, reason,
-    method, culprit_function, culprit_module, culprit_module_name."""
+    method, culprit_function, culprit_module, culprit_module_name, source ("core" | "dmesg"),
+    build_id_match; a dmesg trap also file_check, and file_differs, trap_note, trap_offset,
+    file_instruction when the file here is not the build that ran (docs/rules.md)."""
     LIBRARY = "library"
     """A library inspected during the analysis (inspect.py; LibraryFacts). Facts: path, library,
     build_id, soname, max_<glibc|glibcxx|...>, sass, ptx (space-separated archs), cuda_images,
-    cuda_compatible, cuda_reason, device, isa_level, isa_baseline_level, isa_baseline,
+    cuda_sass_only, cuda_runs_on, cuda_compatible, cuda_reason, device, (no device known)
+    cuda_suspect, cuda_suspects, cuda_suspect_names, isa_level, isa_baseline_level, isa_baseline,
     isa_dispatched, isa_missing_baseline, isa_missing_dispatched, cpu_ok."""
     INPUT = "input"
     """A binary file that was given (ELF or core). Facts: kind and the detector's facts."""
