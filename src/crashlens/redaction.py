@@ -42,6 +42,8 @@ from .knowledge import data
 R = "<redacted>"
 ELLIPSIS_AHEAD = r"(?=…|\.\.\.)"
 MEMO_MAX_LEN = 4096  # texts up to this long are remembered (a report repeats its evidence lines)
+LEARN_INPUT_BYTES = 4 << 20  # learn_inputs: the head of each text input read for contexts and host names
+LEARN_TOTAL_BYTES = 32 << 20  # ... and at most this much over all inputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +265,7 @@ class Redactor:
         self.extra_strings = [s for s in extra if s and s.strip()]
         self.contexts: set[str] = set()  # ids of report-wide near formats whose context was seen
         self._memo: dict[str, str] = {}
+        self._learnt: set[str | None] = set()  # inputs learn_inputs() has read
 
     @property
     def counts(self) -> Counts:
@@ -292,6 +295,27 @@ class Redactor:
                 self.contexts.add(f.id)
         if (len(self.hosts), len(self.contexts)) != before:
             self._memo.clear()
+
+    def learn_inputs(self, inputs: Iterable[Any]) -> None:
+        """learn() from the head of every text input (InputFile): an AWS access key id far above
+        its secret, host names in prefixes that the analysis strips. Reads at most
+        LEARN_INPUT_BYTES of each input and LEARN_TOTAL_BYTES in all; each input once."""
+        sticky = {f.id for f in near_formats() if f.lines is None}
+        budget = LEARN_TOTAL_BYTES
+        for inp in inputs:
+            if budget <= 0 or (not self.options_hosts and sticky <= self.contexts):
+                return
+            name = getattr(inp, "name", None)
+            if getattr(inp, "kind", None) != "text" or name in self._learnt:
+                continue
+            self._learnt.add(name)
+            try:
+                with inp.open() as f:
+                    head = f.read(min(LEARN_INPUT_BYTES, budget))
+            except (OSError, ValueError, EOFError):
+                continue
+            budget -= len(head)
+            self.learn(head.decode("utf-8", "replace") if isinstance(head, bytes) else str(head))
 
     def __call__(self, text: str) -> str:
         return self.redact(text)

@@ -15,9 +15,12 @@ numbers, library line numbers) does not reach the hash:
   base name, function without its argument list or offset) from the core's crash site and its
   backtrace when there is one, or from a gdb/lldb backtrace in the logs;
 - module: the base name of the module the native crash happened in; signal: its signal name;
-- message: the primary error's first line, digits -> N, hex -> X, paths -> base name, cut after
-  the first sentence that makes it at least 48 characters long (empty for a core whose crash
-  site is the primary error: its frames and signal say it).
+- message: the primary error's first line, secrets redacted (crashlens.redaction: a token
+  differs between runs and must never reach a signature, which goes into CI outputs and triage
+  databases), random-looking tokens (32+ characters of mixed case with 3+ digits) -> X, digits ->
+  N, hex -> X, paths -> base name, cut after the first sentence that makes it at least 48
+  characters long (empty for a core whose crash site is the primary error: its frames and
+  signal say it).
 
 parts holds exactly what was hashed; the id is the first 16 hex digits of the SHA-256 of parts
 as canonical JSON (with a version number, so a change of the recipe shows as a new id).
@@ -34,6 +37,7 @@ import regex as re
 
 from .knowledge import abort_frames
 from .model import Analysis, Evidence, Frame
+from .redaction import Redactor
 
 VERSION = 1
 MAX_FRAMES = 3
@@ -70,6 +74,8 @@ _MONTH = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)
 # after numbers became N: a leading `[N.N]`, `[D D N N:N:N N]` or `ERROR N-N N:N:N.N file.py:N]`
 _STAMP_PREFIX = re.compile(r"^(?:\[\s*N\]\s*|\[[^\]]*\bN(?:[:.]N)+[^\]]*\]\s*|M\s+N\s+N:N:N\s+\S+\s+|(?:[A-Z]+\s+)?N[-/]N(?:[-/]N)?[ T]N:N:N(?:[.,]N)?\S*\s*)+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+# a random token no secret format knows (an API key of some service): it differs between runs
+_RANDOM_TOKEN = re.compile(r"(?<![\w+/=-])(?=[\w+/=-]*[a-z])(?=[\w+/=-]*[A-Z])(?=(?:[^\d\s]*\d){3})[\w+/=-]{32,}")
 
 
 def _basename(path: str) -> str:
@@ -79,9 +85,11 @@ def _basename(path: str) -> str:
 
 def normalise_text(text: str) -> str:
     """A log message with what varies between runs of the same crash replaced:
-    ANSI codes removed, UUIDs/hex numbers/hex ids -> X, quoted and absolute paths -> base name
+    ANSI codes removed, secrets redacted, random tokens -> X, UUIDs/hex numbers/hex ids -> X, quoted and absolute paths -> base name
     (temporary names -> tmpX), pid/rank/thread numbers and every other number -> N, spaces collapsed."""
     t = _ANSI.sub("", text)
+    t = Redactor().redact(t)
+    t = _RANDOM_TOKEN.sub("X", t)
     t = _UUID.sub("X", t)
     t = _PCI.sub("X", t)
     t = _HEX_PREFIXED.sub("X", t)

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 import regex as re
 
 from . import __version__
+from .redaction import Redactor
 
 SCHEMA = "crashlens.triage/1"
 DB_SCHEMA = "crashlens.triage-db/1"
@@ -275,12 +276,14 @@ def analyse_bundle(path: str, rules_dir: str | None = None) -> dict[str, Any]:
         sig = signature(a)
         times = log_times(readable)
         top = a.causes[0] if a.causes else None
+        red = Redactor()  # what is printed and kept in the database holds no secret
+        red.learn_inputs(readable)
         out.update(
-            status="analysed", signature=sig.id, signature_text=sig.text,
+            status="analysed", signature=sig.id, signature_text=red(sig.text),
             category=top.category if top else "unrecognised", title=top.title if top else None,
             confidence=top.confidence if top else None,
             categories=[c.category for c in a.causes if not c.secondary] or ["unrecognised"],
-            primary_error=a.primary_error.text if a.primary_error else None,
+            primary_error=red(a.primary_error.text) if a.primary_error else None,
             inputs=len(readable),
         )
         if times:
@@ -288,7 +291,7 @@ def analyse_bundle(path: str, rules_dir: str | None = None) -> dict[str, Any]:
         else:
             out.update(time=newest_mtime(path), time_source="mtime (UTC)")
     except Exception as exc:  # noqa: BLE001 - one bad bundle must not stop a triage
-        out.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        out.update(status="failed", error=Redactor().redact(f"{type(exc).__name__}: {exc}"))
     return out
 
 

@@ -30,7 +30,7 @@ from .. import __version__
 from ..errors import CrashlensError
 from ..model import Analysis, Cause, Evidence, Frame
 from ..signature import Signature
-from .redact import Redactor
+from .redact import Redactor, redacted
 from .text import code_path_line, fmt_evidence, one_line
 
 # Exit codes (docs/ci.md; README.md lists 0-3)
@@ -270,11 +270,11 @@ def junit_xml(a: Analysis, sig: Signature, scrub: Callable[[str], str] = lambda 
     cases: list[ET.Element] = []
     failures = skipped = 0
     for i, c in enumerate(a.causes):
-        tc = ET.Element("testcase", {"classname": f"crashlens.{c.category}", "name": _x(f"{c.title} [{c.rule}]"),
+        tc = ET.Element("testcase", {"classname": f"crashlens.{c.category}", "name": _x(scrub(f"{c.title} [{c.rule}]")),
                                      "time": "0"})
         src = next((e.loc for e in c.evidence if e.loc.line), None)
         if src is not None:
-            tc.set("file", _x((repo_path(src.source, ws) if ws is not None else None) or src.source))
+            tc.set("file", _x(scrub((repo_path(src.source, ws) if ws is not None else None) or src.source)))
             tc.set("line", str(src.line))
         if i == 0:
             failures += 1
@@ -362,7 +362,7 @@ def code_quality(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str], s
             "categories": ["Bug Risk"],
             "severity": _severity(i, c),
             "fingerprint": hashlib.sha256(f"{sig.id}:{c.rule}".encode()).hexdigest(),
-            "location": _location(a, c, i, ws),
+            "location": _scrub_location(_location(a, c, i, ws), scrub),
         })
     return issues
 
@@ -387,6 +387,10 @@ def report_text(a: Analysis, sig: Signature, fmt: str, top: int = 3, verbose: bo
     buf = io.StringIO()
     render_term(a, sig, Console(file=buf, width=120, force_terminal=False, color_system=None, soft_wrap=False), top, verbose)
     return buf.getvalue()
+
+
+def _scrub_location(loc: dict[str, Any], scrub: Callable[[str], str]) -> dict[str, Any]:
+    return {**loc, "path": scrub(str(loc["path"]))}
 
 
 def _as_is(text: str) -> str:
@@ -418,7 +422,10 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
     out = out or sys.stdout
     err = err or sys.stderr
     ws = workspace(env)
-    scrub: Callable[[str], str] = Redactor() if redact else _as_is
+    red = Redactor() if redact else None
+    if red is not None:  # before anything is cut, wrapped or shortened (a token split by a wrap is not found again)
+        a, sig, _ = redacted(a, sig, red)
+    scrub: Callable[[str], str] = red if red is not None else _as_is
     if junit is not None:
         _write(junit, junit_xml(a, sig, scrub, ws), "JUnit")
     if codequality is not None:
@@ -441,10 +448,8 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
         print("::endgroup::", file=out)
     summary_path = env.get("GITHUB_STEP_SUMMARY")
     if summary_path:
-        own = Redactor() if redact else None  # counts what this summary lost, for its footer
-        summary = step_summary(a, sig, report_text(a, sig, "markdown", top, verbose))
-        summary = own(summary) if own is not None else summary
-        summary += f"<sub>crashlens {__version__} · signature {sig.id} · {_footer(own)}</sub>\n"
+        summary = scrub(step_summary(a, sig, report_text(a, sig, "markdown", top, verbose)))
+        summary += f"<sub>crashlens {__version__} · signature {sig.id} · {_footer(red)}</sub>\n"
         try:
             with open(summary_path, "a", encoding="utf-8") as fh:
                 fh.write(summary + "\n")
@@ -454,6 +459,6 @@ def emit(a: Analysis, sig: Signature, *, github: bool = False, junit: Path | Non
         print("crashlens: GITHUB_STEP_SUMMARY is not set: no step summary written", file=err)
     if env.get("GITHUB_OUTPUT"):
         try:
-            _write_outputs(env["GITHUB_OUTPUT"], step_outputs(a, Signature(sig.id, scrub(sig.text), sig.parts), code))
+            _write_outputs(env["GITHUB_OUTPUT"], {k: scrub(v) for k, v in step_outputs(a, sig, code).items()})
         except OSError as exc:
             print(f"crashlens: could not write step outputs to {env['GITHUB_OUTPUT']}: {exc.strerror or exc}", file=err)

@@ -20,4 +20,5 @@ def redacted(a: Analysis, sig: Signature, red: Redactor | None = None, **options
     shortens anything (a token cut in two by a line wrap or shortened to `AKIAVFNQY…` is no
     longer recognised); the Redactor carries the counts for the closing line."""
     red = red if red is not None else Redactor(**options)
+    red.learn_inputs(a.inputs)  # contexts far from their secret (an AWS key id at the top of the log)
     return red.analysis(a), red.signature(sig), red

@@ -159,14 +159,7 @@ def context(a: Analysis, sig: Signature, red: "redaction.Redactor | None" = None
     d = to_dict(a, sig)
     scrub = red if red is not None else (lambda text: text)
     if red is not None:
-        if red.options_hosts:  # host names are named by prefixes the analysis strips: read them from the logs
-            for inp in a.inputs:
-                if inp.kind == "text":
-                    try:
-                        with inp.open() as f:
-                            red.learn(f.read(4 << 20).decode("utf-8", "replace"))
-                    except OSError:
-                        pass
+        red.learn_inputs(a.inputs)  # host names in prefixes the analysis strips, contexts far from their secret
         for s in _strings(d):
             red.learn(s)
         d = red.deep(d)
@@ -190,7 +183,8 @@ def context(a: Analysis, sig: Signature, red: "redaction.Redactor | None" = None
     lines = _read_ranges(a, wanted) if wanted else {}
     if primary:
         got = next(iter(lines.values()), None) if lines else None
-        primary["excerpt"] = scrub("\n".join(_cut_middle(got, 60))) if got else primary["text"]
+        # redacted whole, then cut: a private key cut in two is no longer recognised
+        primary["excerpt"] = "\n".join(_cut_middle(scrub("\n".join(got)).split("\n"), 60)) if got else primary["text"]
     env = environment_summary(d.get("environment") or {})
     frames = d.get("code_path") or []
     cpl = code_path_line([replace(f, function=scrub(f.function), file=scrub(f.file), code=scrub(f.code),
