@@ -185,3 +185,17 @@ def test_another_build_of_the_executable_is_reported_not_used(moved: Built, tmp_
     assert exe.found_at == str(other / "movedprog") and exe.mismatch is True
     assert a.crash.backtrace.frames[0].function != "visit" or a.crash.backtrace.frames[0].module_address is None
     assert any("build-id mismatch" in n for n in a.notes), a.notes
+
+
+def test_core_alone_in_its_artifact_folder_finds_its_files_beside_it(moved: Built, tmp_path: Path):
+    """`crashlens analyze core` in the folder CI uploaded: the executable and library beside the
+    core are taken by build-id; with the core alone, a note says how to give the executable."""
+    a = analyze_paths([moved.dest / "core"])
+    mods = {os.path.basename(m.path): m for m in a.crash.modules}
+    assert mods["movedprog"].found_at == str(moved.dest / "movedprog")
+    _check(a, gdb_real_frames(moved.dest / "movedprog", moved.dest / "core", moved.dest, tmp_path))
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy2(moved.dest / "core", alone / "core")
+    a = analyze_paths([alone / "core"])
+    assert any("the executable" in n and "was not found here" in n for n in a.notes), a.notes
