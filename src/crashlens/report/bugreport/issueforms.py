@@ -2,8 +2,16 @@
 context, and write the issue body GitHub makes from a submitted form.
 
     IssueForm.load(path) / IssueForm.parse(doc, name)
-    fill_form(form, ctx) -> fields        by id, then label, then type; the rest into "additional context"
+    fill_form(form, ctx) -> fields        by id and label, then description, type and `render`
     form_body(fields) -> str              `### Label`, a blank line, the value
+    unprefillable(fields) -> labels       filled fields a prefilled URL cannot carry (no `id`)
+
+Real forms (PyTorch's, vLLM's, Lightning's have fields without ids) ask in their descriptions:
+"paste the error message with the **full** traceback" puts the whole (redacted) traceback in that
+field; "run collect_env.py and paste the output" (or `transformers env`) puts the environment
+dump from the logs, verbatim, inside the form's own `<details>` default when it has one; a
+`render: python` field gets no shell command; fields for maintainers' handles stay empty. No tool
+chatter goes into a field: no "not in the logs" rows, no local paths of the inputs.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ class FormField:
     render: str | None = None
     filled_from: str | None = None  # which context section filled it
     default: str = ""
+    description: str = ""  # attributes.description (what the maintainers ask for)
 
 
 @dataclass
@@ -66,7 +75,8 @@ class IssueForm:
             labels = [str(o.get("label", "")) if isinstance(o, dict) else str(o) for o in opts]
             f = FormField(t, str(item["id"]) if item.get("id") is not None else None,
                           str(attrs.get("label") or ""), options=labels, render=attrs.get("render"),
-                          default=str(attrs.get("value") or "") if t != "markdown" else "")
+                          default=str(attrs.get("value") or "") if t != "markdown" else "",
+                          description=str(attrs.get("description") or "") if t != "markdown" else "")
             f.value = f.default
             f.checked = [False] * len(labels) if t == "checkboxes" else []
             if t != "markdown" and not f.label:
@@ -161,8 +171,47 @@ def _pick_option(f: FormField, ctx: Mapping[str, Any]) -> str | None:
     return winners[0] if best > 0 and len(winners) == 1 else None
 
 
+# fields meant for people, not for the report (maintainers' handles, CCs)
+_NOT_OURS = r"who can help|\bcc\b|\bmention|assignees?|reviewers?|\btag\b|@"
+_ASKS_TRACEBACK = r"traceback|stack ?traces?|error messages?|\berror logs?\b|backtrace"
+_ASKS_ENV_DUMP = r"collect_env|collect env|transformers env|\benv\b|pip list|nvidia-smi|system info|versions?\b"
+_SHELL_RENDERS = {"", "sh", "shell", "bash", "zsh", "console", "text", "txt", "plain", "plaintext", "log"}
+
+
+def _description(f: FormField) -> str:
+    """The description without its code blocks (examples of what to paste), lower-cased."""
+    return re.sub(r"(?s)```.*?```", " ", f.description).lower()
+
+
+def _text_key(f: FormField) -> str | None:
+    words = _words(f)
+    if re.search(_NOT_OURS, f.label.lower()) or re.search(_NOT_OURS, (f.id or "").lower()):
+        return None
+    key = next((k for k, p in _TEXT_MAP if re.search(p, words)), None)
+    if key is None:  # "More info": what the description asks for decides
+        desc = re.sub(r"[_\-/]+", " ", _description(f))
+        key = next((k for k, p in _TEXT_MAP if re.search(p, desc)), None)
+    if key in ("summary", "steps", "context") and re.search(_ASKS_ENV_DUMP, words) and \
+            re.search(r"version|environment|system", words):
+        key = "environment"
+    return key
+
+
+def _in_default(f: FormField, value: str) -> str:
+    """A dump placed in the form's own `<details>` default (Lightning's, vLLM's), else fenced."""
+    if f.render:
+        return value
+    block = fence(value)
+    if "<details>" in f.default:
+        m = re.search(r"(?s)^(.*?<details>.*?</summary>\s*\n)", f.default)
+        head = m.group(1) if m else "<details>\n<summary>Environment</summary>\n"
+        return f"{head.rstrip()}\n\n{block}\n\n</details>"
+    return block
+
+
 def fill_form(form: IssueForm, ctx: Mapping[str, Any]) -> list[FormField]:
-    """Fill every field of the form from the context (by id, then label, then type)."""
+    """Fill every field of the form from the context (by id and label, then description, type
+    and render); what the form has no field for goes to its free field."""
     cache: dict[str, str] = {}
 
     def sec(name: str) -> str:
@@ -170,23 +219,35 @@ def fill_form(form: IssueForm, ctx: Mapping[str, Any]) -> list[FormField]:
             cache[name] = section(name, ctx)
         return cache[name]
 
+    env_dump = str(ctx.get("env_dump") or "")
+    used: set[str] = set()
     for f in form.fields:
         words = _words(f)
         if f.type == "textarea":
-            key = next((k for k, p in _TEXT_MAP if re.search(p, words)), None)
-            if key is None:
+            key = _text_key(f)
+            if key is None or key in used and key != "context":
                 continue
-            if f.render:  # GitHub shows it as a code block: plain text only
-                key = {"logs": "logs_plain", "steps": "command_plain", "environment": "environment_plain"}.get(key, key)
-                if key == "command_plain" and not ctx.get("command"):
-                    key = "steps"
+            render = str(f.render).lower() if f.render else None
+            value = ""
+            if key == "environment":
+                value = _in_default(f, env_dump) if env_dump else \
+                    (sec("environment_plain") if render is not None else _in_default(f, sec("environment_plain")))
             elif key == "logs":
-                key = "errors"
-            value = sec(key)
+                value = sec("logs_plain") if render is not None else sec("errors")
+                key = "logs_plain" if render is not None else "errors"
+            elif key == "steps" and render is not None:
+                if render not in _SHELL_RENDERS:  # `render: python` wants code: crashlens has none
+                    continue
+                value, key = sec("command_plain"), "command_plain"
+            elif render is not None and render not in _SHELL_RENDERS:
+                continue
+            else:
+                value = sec(key)
             if key == "root_cause" and ctx.get("code_path_line"):
                 value += "\n\n**Code path**\n\n" + sec("code_path")
             if value.strip():
                 f.value, f.filled_from = value, key
+                used.add(key)
         elif f.type == "input":
             key = next((k for k, p in _INPUT_MAP if re.search(p, words)), None)
             if key:
@@ -197,14 +258,41 @@ def fill_form(form: IssueForm, ctx: Mapping[str, Any]) -> list[FormField]:
             opt = _pick_option(f, ctx)
             if opt is not None:
                 f.value, f.filled_from = opt, "dropdown"
-    # what the form has no field for goes to its "additional context" field
     filled = {f.filled_from for f in form.fields}
-    extra = [(k, h) for k, h in (("testing", "Testing"), ("solution", "Proposed solution")) if k not in filled]
+    # the full traceback goes where the form asks for one (PyTorch's and vLLM's "Describe the bug",
+    # Transformers' "Reproduction") when no field is the logs' own
+    if ctx.get("primary") and not filled & {"errors", "logs_plain"}:
+        asks = next((f for f in form.fields if f.type == "textarea" and not f.render and f.filled_from
+                     and re.search(_ASKS_TRACEBACK, _description(f) + " " + _words(f))), None)
+        asks = asks or next((f for f in form.fields if f.type == "textarea" and f.filled_from == "summary"), None)
+        if asks is not None:
+            asks.value = asks.value.rstrip("\n") + "\n\n" + sec("errors")
+            filled.add("errors")
+    # what the form has no field for goes to its free field ("Additional context", "More info")
+    extra = [(k, h) for k, h in (("root_cause", "Root cause analysis"), ("solution", "Proposed solution"),
+                                 ("testing", "Testing")) if k not in filled]
     ctx_field = next((f for f in form.fields if f.filled_from == "context"), None)
+    if ctx_field is not None and "root_cause" not in filled:  # the analysis below says it all
+        ctx_field.value = ""
+    if ctx_field is None and extra:  # a free field matched only by the words of its description
+        ctx_field = next((f for f in form.fields if f.type == "textarea" and not f.filled_from and not f.render
+                          and _text_key(f) == "context"), None)
+        if ctx_field is not None:
+            ctx_field.filled_from, ctx_field.value = "context", ""
     if ctx_field is not None:
         for k, heading in extra:
-            ctx_field.value += f"\n\n**{heading}**\n\n" + sec(k)
+            body = sec(k) + ("\n\n**Code path**\n\n" + sec("code_path")
+                             if k == "root_cause" and ctx.get("code_path_line") else "")
+            ctx_field.value = (ctx_field.value.rstrip("\n") + "\n\n" if ctx_field.value.strip() else "") + \
+                f"**{heading}**\n\n" + body
     return form.fields
+
+
+def unprefillable(fields: Sequence[FormField]) -> list[str]:
+    """Labels of the filled fields a prefilled URL cannot carry: GitHub fills form fields from
+    query parameters named by their `id`, and a field without one stays empty."""
+    return [f.label for f in fields if f.type in ("textarea", "input", "dropdown") and not f.id
+            and f.value.strip() and f.value != f.default]
 
 
 def form_body(fields: Sequence[FormField]) -> str:

@@ -10,6 +10,7 @@ line says how many items were redacted.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from ...model import Analysis
 from ...signature import Signature
 from .. import redact as redaction
 from .context import context
-from .issueforms import IssueForm, fill_form, form_body
+from .envblock import environment_blocks
+from .issueforms import IssueForm, fill_form, form_body, unprefillable
 from .templates import BUILTIN, TemplateError, builtin_dir, render_markdown
 from .urls import CUT_FIRST, URL_LIMIT, issue_url
 
@@ -61,6 +63,45 @@ def _is_form(path: Path) -> bool:
     return path.suffix.lower() in (".yml", ".yaml")
 
 
+def _without_local_paths(ctx: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The context with the inputs' paths shortened to what tells them apart (`run.log`, not
+    `/home/me/ci/artifacts/run.log`): where the logs lay on this machine means nothing in an issue."""
+    if not names:
+        return ctx
+    dirs = [os.path.dirname(n.split("!", 1)[0]) for n in names]
+    try:
+        common = os.path.commonpath(dirs) if all(dirs) else ""
+    except ValueError:
+        common = ""
+    short = {n: (n[len(common):].lstrip("/") if common else os.path.basename(n) if len(names) == 1 else n)
+             for n in names}
+    pairs = sorted(((n, s) for n, s in short.items() if s and s != n), key=lambda p: -len(p[0]))
+    if not pairs:
+        return ctx
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, str):
+            for n, s in pairs:
+                if n in v:
+                    v = v.replace(n, s)
+            return v
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [fix(x) for x in v]
+        return v
+
+    return {k: fix(v) for k, v in ctx.items()}
+
+
+def _footer(red: "redaction.Redactor | None") -> str | None:
+    """The redaction line for the report itself: only when something was redacted (that the
+    markers are deliberate); "redacted no items" is crashlens talking, not part of a report."""
+    if red is None or not sum(red.counts.values()):
+        return None
+    return red.summary()
+
+
 def make_report(a: Analysis, sig: Signature, opts: ReportOptions) -> ReportResult:
     red = redaction.Redactor(emails=opts.emails, home_users=opts.home_users, hostnames=opts.hostnames,
                              extra=opts.extra) if opts.redact else None
@@ -82,25 +123,41 @@ def make_report(a: Analysis, sig: Signature, opts: ReportOptions) -> ReportResul
 
     if opts.template is not None and source is not None and _is_form(opts.template):
         form = IssueForm.load(opts.template)
-        fields = fill_form(form, ctx)
+        # a form's fields get no local paths of the inputs and no crashlens notes
+        fctx = _without_local_paths({**ctx, "notes": [], "env_dump": environment_blocks(a)},
+                                    [str(x) for x in ctx.get("sources") or []])
+        fields = fill_form(form, fctx)
         for f in fields:
             if f.value and f.type in ("textarea", "input"):
                 f.value = scrub(f.value)
         title = scrub(form.title + ctx["title"])
-        footer = red.summary() if red is not None else None
+        footer = _footer(red)
         if footer:  # the last filled free-text field carries the redaction line
             last = next((f for f in reversed(fields) if f.type == "textarea" and not f.render and f.value.strip()), None)
             if last is not None:
                 last.value = last.value.rstrip("\n") + f"\n\n{footer}"
+        said = [red.summary()] if red is not None else []
         if opts.url:
+            keep = [ctx["primary"]["text"][:200]] if ctx.get("primary") else []
+            blind = unprefillable(fields)
+            if blind:  # GitHub fills form fields by id only: open a blank issue with the body instead
+                body = form_body(fields)
+                params = [("title", title), ("body", body)]
+                if form.labels:
+                    params.append(("labels", ",".join(form.labels)))
+                url, notes = issue_url(opts.url, params, {"body": "markdown"}, opts.url_limit, keep,
+                                       always=[footer] if footer else [])
+                warn = (f"warning: {form.name}: {len(blind)} field(s) have no `id` ({', '.join(blind)}), and GitHub "
+                        "prefills form fields by id only; the URL opens a blank issue with the title and the form's "
+                        "body instead (give the fields ids to prefill the form itself)")
+                return ReportResult(url + "\n", [warn, *notes, *said])
             params = [("template", form.name), ("title", title)]
             params += [(f.id, f.value) for f in fields
                        if f.id and f.type in ("textarea", "input", "dropdown") and f.value and f.value != f.default]
             long = {f.id: "log" if f.render else "markdown" for f in fields if f.id and f.type == "textarea" and f.value}
             weights = {f.id: CUT_FIRST.get(f.filled_from or "", 1.0) for f in fields if f.id}
-            keep = [ctx["primary"]["text"][:200]] if ctx.get("primary") else []
             url, notes = issue_url(opts.url, params, long, opts.url_limit, keep, weights, [footer] if footer else [])
-            return ReportResult(url + "\n", notes + ([footer] if footer else []))
+            return ReportResult(url + "\n", notes + said)
         body = form_body(fields)
         if footer and not any(footer in f.value for f in fields):
             body += f"\n{footer}\n"
