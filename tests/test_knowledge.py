@@ -50,3 +50,30 @@ def test_abort_frames_come_from_the_data_file():
     frames_in = [{"function": "raise", "module": "/lib/libc.so.6"}, {"function": "abort", "module": "/lib/libc.so.6"},
                  {"function": "check_config", "module": "/opt/app/bin/app"}]
     assert native_frames(frames_in) == ["app!check_config"]
+
+
+def test_environment_table_is_data_bound_to_named_functions():
+    """data/environment.yaml holds the environment rules; parsers/environment.py only binds the
+    converter and key-function names they use (every name known, every pattern compiles)."""
+    from crashlens.parsers import environment
+
+    rows = knowledge.environment_rules()
+    assert len(rows) >= 50 and all("${" not in r.pattern for r in rows)
+    assert any(r.hints is None for r in rows) and any(r.key.endswith("()") for r in rows)
+    table = environment._table()
+    assert len(table.rules) == len(rows)
+    assert {r.convert for r in rows} <= set(environment._CONVERTERS)
+
+
+def test_a_malformed_environment_rule_is_named(monkeypatch):
+    import pytest
+
+    def fake(name):
+        return {"fragments": {"V": r"(?P<v>\d+)"}, "rules": [{"pattern": "x ${W}", "key": "k"}]}
+
+    monkeypatch.setattr(knowledge, "data", fake)
+    with pytest.raises(ValueError, match="rule 1: unknown fragment"):
+        knowledge.environment_rules.__wrapped__()
+    monkeypatch.setattr(knowledge, "data", lambda name: {"rules": [{"pattern": "x", "key": "k", "hint": "x"}]})
+    with pytest.raises(ValueError, match="rule 1"):
+        knowledge.environment_rules.__wrapped__()

@@ -33,20 +33,25 @@ facts={"key": key, "value": value}); key is "framework.torch", "packages.numpy",
 "gpus", ... and for "gpus" the value is what that line said about one GPU. Repeated lines
 (/proc/cpuinfo prints the same flags for every core) give evidence once.
 
-One mechanism does it all: _RULES is a table of (hint, pattern, key, converter, priority). Every
-rule whose hint occurs in a line is tried on it; a value found by a higher-priority rule replaces
-one found by a lower-priority rule (collect_env's "CUDA used to build PyTorch" beats the "+cu121"
-suffix, which beats the system nvcc); at equal priority the first value wins.
+One mechanism does it all: a table of rules (hints, pattern, key, converter, priority), kept as
+data in data/environment.yaml (read through crashlens.knowledge; that file documents the rule
+format and says where each group's text comes from). This module only holds the converters and
+key functions the table names by name. Every rule whose hint occurs in a line is tried on it; a
+value found by a higher-priority rule replaces one found by a lower-priority rule (collect_env's
+"CUDA used to build PyTorch" beats the "+cu121" suffix, which beats the system nvcc); at equal
+priority the first value wins.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Callable, Iterable
 
 import regex as re
 
 from crashlens.gpus import gpu_compute_capability, gpu_name_words as _words
+from crashlens.knowledge import EnvironmentRule, environment_rules
 from crashlens.model import Evidence, Line
 
 __all__ = ["parse_environment", "gpu_compute_capability"]
@@ -125,7 +130,7 @@ def _major_minor(text: str) -> str | None:
     return f"{int(m[1])}.{int(m[2])}" if m else None
 
 
-def _cuda(m: re.Match) -> str | None:
+def _v_major_minor(m: re.Match) -> str | None:
     return _major_minor(m["v"])
 
 
@@ -181,6 +186,12 @@ def _gpu(m: re.Match) -> dict[str, Any] | None:
     return gpu if "name" in gpu or "index" in gpu else None
 
 
+def _memory_full(m: re.Match) -> bool | None:
+    """nvidia-smi's "used / total" memory column: True when 95 % or more is in use."""
+    used, total = int(m.group("used")), int(m.group("total"))
+    return True if total and used >= 0.95 * total else None
+
+
 # ------------------------------------------------------------------------------ keys
 
 
@@ -199,6 +210,24 @@ def _framework_key(m: re.Match) -> str | None:
 
 # ------------------------------------------------------------------------------ rules
 
+# The names data/environment.yaml may use: its converters, key functions and regex flags.
+_CONVERTERS: dict[str, Callable[[re.Match], Any]] = {
+    "version": _v,
+    "text": _text,
+    "major_minor": _v_major_minor,
+    "cudnn": _cudnn,
+    "version_tuple": _version_tuple,
+    "cpu_flags": _flags,
+    "arch_list": _arch_list,
+    "gpu": _gpu,
+    "memory_full": _memory_full,
+}
+_KEY_FUNCTIONS: dict[str, Callable[[re.Match], str | None]] = {
+    "package()": _package_key,
+    "framework()": _framework_key,
+}
+_FLAGS: dict[str, int] = {"ignorecase": re.IGNORECASE}
+
 
 @dataclass(frozen=True)
 class _Rule:
@@ -210,151 +239,37 @@ class _Rule:
     every: bool  # one fact per match (finditer) instead of the first match only
 
 
-def _rule(
-    hints: str | tuple[str, ...] | None,
-    pattern: str,
-    key: str | Callable[[re.Match], str | None],
-    convert: Callable[[re.Match], Any] = _v,
-    priority: int = 1,
-    *,
-    flags: int = 0,
-    every: bool = False,
-) -> _Rule:
-    if isinstance(hints, str):
-        hints = (hints,)
-    return _Rule(hints, re.compile(pattern, flags), key, convert, priority, every)
+def _bind(row: EnvironmentRule) -> _Rule:
+    """A row of data/environment.yaml with its names bound and its pattern compiled."""
+    unknown = ([row.convert] if row.convert not in _CONVERTERS else []) + [f for f in row.flags if f not in _FLAGS]
+    if row.key.endswith("()") and row.key not in _KEY_FUNCTIONS:
+        unknown.append(row.key)
+    if unknown:
+        raise ValueError(f"data/environment.yaml: unknown name(s) {unknown} in the rule {row.pattern!r}")
+    flags = 0
+    for name in row.flags:
+        flags |= _FLAGS[name]
+    return _Rule(row.hints, re.compile(row.pattern, flags), _KEY_FUNCTIONS.get(row.key, row.key),
+                 _CONVERTERS[row.convert], row.priority, row.every)
 
 
-_I = re.IGNORECASE
-_VER = r"v?(?P<v>\d+(?:\.\d+)+[\w.+!-]*)"
-_VER3 = r"v?(?P<v>\d+\.\d+\.\d+[\w.+!-]*)"
-_GPU_WORD = r"(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|Jetson|Orin|Xavier|AMD|Radeon|Instinct)\b"
-_PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
-_FRAMEWORK_NAMES = r"(?P<name>torch|pytorch|tensorflow|jax|jaxlib|mxnet|paddle|paddlepaddle)"
-
-def _memory_full(m: re.Match) -> bool | None:
-    """nvidia-smi's "used / total" memory column: True when 95 % or more is in use."""
-    used, total = int(m.group("used")), int(m.group("total"))
-    return True if total and used >= 0.95 * total else None
+@dataclass(frozen=True)
+class _Table:
+    rules: tuple[_Rule, ...]
+    unhinted: tuple[int, ...]  # rules tried on every line
+    by_hint: tuple[tuple[str, tuple[int, ...]], ...]  # which rules a hint lets through
 
 
-_RULES: tuple[_Rule, ...] = (
-    # nvidia-smi table row: "| 30%  45C  P2  120W / 350W |  24210MiB / 24576MiB |  98%  Default |"
-    _rule("mib /", r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|", "gpu_memory_full", _memory_full, 1),
-    # ---- frameworks and packages
-    _rule("pytorch version", r"^\s*(?:-\s*)?PyTorch version(?: \(GPU\?\))?:\s*" + _VER, "framework.torch",
-          priority=3),
-    _rule("tensorflow version", r"^\s*(?:-\s*)?TensorFlow version(?: \(GPU\?\))?:\s*" + _VER,
-          "framework.tensorflow", priority=3, flags=_I),
-    _rule(("torch", "tensorflow", "jax", "mxnet", "paddle"),
-          r"(?<![\w./\-])(?<!requires\s)" + _FRAMEWORK_NAMES
-          + r"(?:\.__version__|\s+version)?(?:\s*[:=]\s*|\s+)['\"]?" + _VER3,
-          _framework_key, priority=2, flags=_I),
-    _rule("tf.__version__", r"\btf\.__version__\s*[:=]?\s*['\"]?" + _VER3, "framework.tensorflow",
-          priority=2),
-    # pip freeze / pip list / conda list / collect_env "[pip3] torch==2.1.0" / jax "numpy: 1.26.4"
-    _rule(None, r"^\s*(?:[-*]\s*)?(?:\[(?:pip\d?|conda)\]\s+)?`?(?P<name>[A-Za-z][\w.\-]*)`?"
-          r"(?:\.__version__|\s+version)?(?:\s*(?:==|[:=])\s*|\s+)['\"]?" + _VER
-          + r"['\"]?(?:\s+\S+){0,2}\s*$", _package_key),
-    _rule("successfully installed",
-          r"(?:(?<=Successfully installed\b.*)\s)(?P<name>[A-Za-z][\w.]*(?:-[A-Za-z][\w.]*)*)-" + _VER,
-          _package_key, every=True),
-    _rule("requirement already satisfied",
-          r"Requirement already satisfied: (?P<name>[A-Za-z][\w.\-]*)\S* in .*?\(" + _VER + r"\)",
-          _package_key),
-    _rule("nccl version", r"\bNCCL version (?P<v>\d+\.\d+\.\d+)", "packages.nccl", priority=2),
-    _rule("but you have", r"but you have (?P<name>[A-Za-z][\w.\-]*) " + _VER, _package_key, priority=2),
-    # ---- CUDA runtime (what the framework uses), driver-supported CUDA, driver, cuDNN
-    _rule("cuda used to build pytorch", r"CUDA used to build PyTorch:\s*" + _VER, "cuda_runtime", _cuda, 3),
-    _rule("torch.version.cuda", r"torch\.version\.cuda\s*[:=]?\s*['\"]?" + _VER, "cuda_runtime", _cuda, 3),
-    _rule("cuda", r"(?<![\w.])torch\b.*?\bcuda\s*[:=]?\s*v?(?P<v>\d+\.\d+)\b", "cuda_runtime", _cuda, 3,
-          flags=_I),
-    _rule("cuda_version", r"['\"]cuda_version['\"]\s*:\s*['\"]" + _VER, "cuda_runtime", _cuda, 2),
-    _rule("please make sure to use the same cuda",
-          r"^\s*PyTorch \((?P<v>\d+\.\d+)\)\. Please make sure to use the same CUDA versions", "cuda_runtime",
-          _cuda, 3),
-    # the system's CUDA toolkit (nvcc); collect_env's "CUDA runtime version" is nvcc's too
-    _rule("cuda runtime version", r"^\s*CUDA runtime version:\s*" + _VER, "cuda_toolkit", _cuda, 2),
-    _rule("cuda compilation tools", r"Cuda compilation tools, release (?P<v>\d+\.\d+)", "cuda_toolkit",
-          _cuda, 2),
-    _rule("detected cuda version", r"The detected CUDA version \((?P<v>\d+\.\d+)\)", "cuda_toolkit", _cuda, 3),
-    _rule("runtime version",
-          r"CUDA Driver Version / Runtime Version\s+\d+\.\d+\s*/\s*(?P<v>\d+\.\d+)",
-          "cuda_runtime", _cuda, 1),
-    _rule("runtime version",
-          r"CUDA Driver Version / Runtime Version\s+(?P<v>\d+\.\d+)\s*/\s*\d+\.\d+",
-          "cuda_driver", _cuda, 1),
-    _rule("cuda version", r"\bCUDA Version\s*:\s*(?P<v>\d+\.\d+)", "cuda_driver", _cuda, 2),
-    _rule("nvidia driver version", r"^\s*Nvidia driver version:\s*" + _VER, "driver_version", priority=3,
-          flags=_I),
-    _rule("driver version", r"\bDriver Version\s*:\s*(?P<v>\d+\.\d+(?:\.\d+)?)\b", "driver_version",
-          priority=2),
-    _rule("kernel module", r"NVIDIA UNIX\b.*?Kernel Module\b.*?\s(?P<v>\d{3}\.\d+(?:\.\d+)?)\b",
-          "driver_version", priority=2),
-    _rule("nvidia-smi", r"NVIDIA-SMI\s+(?P<v>\d+\.\d+(?:\.\d+)?)\b", "driver_version", priority=1),
-    _rule("cudnn version", r"^\s*cuDNN version:\s*(?P<v>\d+\.\d+\.\d+)", "cudnn", _cudnn, 3),
-    _rule("loaded cudnn version", r"Loaded cuDNN version (?P<v>\d+)", "cudnn", _cudnn, 3),
-    _rule("cudnn.version", r"cudnn\.version\(\)\s*[:=]?\s*(?P<v>\d{4,6})\b", "cudnn", _cudnn, 3),
-    _rule("cudnn", r"(?<![\w./\-])cudnn(?:\s+version)?\s*[:=]?\s*v?(?P<v>\d+\.\d+(?:\.\d+)?|\d{4,6})\b",
-          "cudnn", _cudnn, 2, flags=_I),
-    _rule("cudnn version incompatibility",
-          r"(?:linked against|found runtime version) \((?P<a>\d+), (?P<b>\d+), (?P<c>\d+)\)", "cudnn",
-          _version_tuple, 3),
-    _rule("cudnn version incompatibility",
-          r"compiled\s+against \((?P<a>\d+), (?P<b>\d+), (?P<c>\d+)\)", "cudnn_built", _version_tuple, 3),
-    _rule("libcudnn", r"libcudnn(?:_\w+)?\.so\.(?P<v>\d+\.\d+\.\d+)", "cudnn", _cudnn, 1),
-    # ---- GPUs
-    _rule("|", rf"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off|WDDM|TCC)\s+\|\s+(?P<pci>{_PCI})",
-          "gpus", _gpu),
-    _rule("gpu ", rf"^\s*(?:GPU models and configuration:\s*)?GPU (?P<index>\d+):\s*"
-          rf"(?P<name>{_GPU_WORD}[^()]*?)\s*(?:\(UUID:[^)]*\))?\s*$", "gpus", _gpu),
-    _rule("gpu models and configuration",
-          rf"^\s*GPU models and configuration:\s*(?P<name>{_GPU_WORD}.*?)\s*$", "gpus", _gpu),
-    _rule("product name", rf"^\s*Product Name\s*:\s*(?P<name>{_GPU_WORD}.*?)\s*$", "gpus", _gpu),
-    _rule("compute capability",
-          r"\bdevice\s*(?P<index>\d+)\s*:\s*(?P<name>[^,]+?)\s*,\s*compute capability\s*:?\s*(?P<cc>\d+\.\d+)",
-          "gpus", _gpu, flags=_I),
-    _rule("compute capability",
-          r"device:\s*(?P<index>\d+),\s*name:\s*(?P<name>[^,]+),\s*pci bus id:\s*(?P<pci>[0-9a-fA-F:.]+),"
-          r"\s*compute capability:\s*(?P<cc>\d+\.\d+)", "gpus", _gpu),
-    _rule("computecapability", r"name:\s*(?P<name>.+?)\s+computeCapability:\s*(?P<cc>\d+\.\d+)", "gpus", _gpu),
-    _rule("major:", r"\bname:\s*(?P<name>.+?)\s+major:\s*(?P<maj>\d+)\s+minor:\s*(?P<min>\d+)", "gpus", _gpu),
-    _rule("streamexecutor device",
-          r"StreamExecutor device \((?P<index>\d+)\):\s*(?P<name>.+?),\s*Compute Capability (?P<cc>\d+\.\d+)",
-          "gpus", _gpu),
-    _rule("with cuda capability", rf"(?P<name>{_GPU_WORD}.*?) with CUDA capability (?P<sm>sm_\d+)",
-          "gpus", _gpu),
-    _rule("which is of cuda capability",
-          r"Found GPU(?P<index>\d+) (?P<name>.+?) which is of cuda capability (?P<cc>\d+\.\d+)", "gpus", _gpu),
-    _rule("device", rf"\bdevice(?:\s+name)?\s*[:=]?\s*(?P<name>{_GPU_WORD}[^,;|()]*?)\s*(?:[,;|()]|$)",
-          "gpus", _gpu, flags=_I),
-    _rule("device ", r'^\s*Device (?P<index>\d+): "(?P<name>[^"]+)"', "gpus", _gpu),
-    _rule("supports cuda capabilities",
-          r"supports CUDA capabilities (?P<v>(?:\s*(?:sm|compute)_\d+\w*)+)", "torch_arch_list", _arch_list, 2),
-    _rule("get_arch_list", r"get_arch_list\(\)\s*[:=]?\s*(?P<v>\[.*?\])", "torch_arch_list", _arch_list, 2),
-    # ---- CPU, Python, OS
-    _rule("model name", r"^\s*Model name:\s*(?P<v>\S.*?)\s*$", "cpu_model", _text, 2),
-    _rule("model name", r"^model name\s*:\s*(?P<v>\S.*?)\s*$", "cpu_model", _text, 2),
-    _rule("flags", r"^\s*Flags:\s+(?P<v>.+?)\s*$", "cpu_flags", _flags, 2),
-    _rule("flags", r"^flags\s*:\s+(?P<v>.+?)\s*$", "cpu_flags", _flags, 2),
-    _rule("features", r"^Features\t+:\s+(?P<v>.+?)\s*$", "cpu_flags", _flags, 2),
-    _rule("python", r"^\s*(?:-\s*)?Python(?: version)?\s*:?\s*(?P<v>\d+\.\d+\.\d+)\b", "python", priority=2,
-          flags=_I),
-    _rule("os:", r"^\s*OS:\s*(?P<v>\S.*?)\s*$", "os", _text, 3),
-    _rule("pretty_name", r'^\s*PRETTY_NAME="?(?P<v>[^"]+)"?\s*$', "os", _text, 2),
-    _rule("name=", r'^\s*NAME="(?P<v>[^"]+)"\s*$', "os_name", _text, 1),
-    _rule("version=", r'^\s*VERSION="(?P<v>[^"]+)"\s*$', "os_version", _text, 1),
-    _rule("libc version", r"^\s*Libc version:\s*glibc-(?P<v>\d+\.\d+)", "glibc", priority=3),
-    _rule("ldd (", r"^\s*ldd \(.*?\)\s+(?P<v>\d+\.\d+)\s*$", "glibc", priority=2),
-)
+@cache
+def _table() -> _Table:
+    rules = tuple(_bind(row) for row in environment_rules())
+    return _Table(
+        rules,
+        tuple(i for i, rule in enumerate(rules) if rule.hints is None),
+        tuple((hint, tuple(i for i, rule in enumerate(rules) if rule.hints and hint in rule.hints))
+              for hint in sorted({h for rule in rules for h in rule.hints or ()})),
+    )
 
-
-# Which rules a hint (a cheap substring test) lets through, so a line only meets its candidates.
-_UNHINTED: tuple[int, ...] = tuple(i for i, rule in enumerate(_RULES) if rule.hints is None)
-_RULES_BY_HINT: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
-    (hint, tuple(i for i, rule in enumerate(_RULES) if rule.hints and hint in rule.hints))
-    for hint in sorted({h for rule in _RULES for h in rule.hints or ()})
-)
 
 # ---------------------------------------------------------------------------- collecting
 
@@ -491,16 +406,18 @@ def parse_environment(lines: Iterable[Line]) -> tuple[dict, list[Evidence]]:
         for dkey, dvalue, dpriority in _derived(key, value):
             offer(line, dkey, dvalue, dpriority)
 
+    table = _table()
+    rules, unhinted, by_hint = table.rules, table.unhinted, table.by_hint
     for line in lines:
         text = line.text
         if not text or len(text) > 4000:
             continue
         low = text.lower()
-        chosen = set(_UNHINTED)
-        for hint, rule_indexes in _RULES_BY_HINT:
+        chosen = set(unhinted)
+        for hint, rule_indexes in by_hint:
             if hint in low:
                 chosen.update(rule_indexes)
-        for rule in (_RULES[i] for i in sorted(chosen)):
+        for rule in (rules[i] for i in sorted(chosen)):
             matches = rule.pattern.finditer(text) if rule.every else [rule.pattern.search(text)]
             for m in matches:
                 if m is None:
