@@ -112,3 +112,30 @@ def test_completion_is_documented_and_works():
     assert "_CRASHLENS_COMPLETE" in (ROOT / "README.md").read_text(encoding="utf-8")
     r = run(env={"_CRASHLENS_COMPLETE": "bash_source"})
     assert r.returncode == 0 and "complete" in r.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_progress_on_stderr_only_when_it_is_a_terminal():
+    import pty
+
+    lib = str(ROOT / "fixtures" / "binaries" / "libaxpy_sm80.so")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([*_cmd(), "inspect", "--json", lib], stdout=subprocess.PIPE, stderr=slave,
+                         env={**os.environ, "TERM": "xterm"})
+    os.close(slave)
+    out, _ = p.communicate(timeout=300)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert p.returncode in (0, 1)
+    assert b"inspecting" in seen and b"libaxpy_sm80.so" in seen
+    assert b"inspecting" not in out  # stdout carries only the JSON
+    r = run("inspect", "--json", lib)  # stderr a pipe: no progress at all
+    assert "inspecting" not in r.stderr

@@ -58,6 +58,35 @@ def _check_gpu(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
+class _Progress:
+    """A transient status line on stderr while long work runs (a cold ISA census takes 8-15 s),
+    only when stderr is a terminal: pipes, files and CI logs get nothing."""
+
+    def __init__(self, text: str) -> None:
+        self._status = None
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if tty:
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status(text, spinner="line")
+
+    def __enter__(self) -> "_Progress":
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def update(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
 _NO_COLOR = click.option("--no-color", is_flag=True, help="No colours or styles (also: the NO_COLOR variable).")
 
 
@@ -138,8 +167,9 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     try:
         gate = ci.parse_fail_on(fail_on, taxonomy())
         flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
-        result = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot,
-                                                     gpu=gpu, cpu_flags=flags))
+        with _Progress(f"crashlens: analysing {len(inputs)} input(s)…"):
+            result = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths,
+                                                         sysroot=sysroot, gpu=gpu, cpu_flags=flags))
     except CrashlensError as exc:
         _fail(exc)
         return
@@ -290,7 +320,12 @@ def inspect(files: tuple[str, ...], gpu: str | None, driver: str | None, cpu_fla
         return
 
     flags = _cpu_flags(cpu_flags) if cpu_flags else None
-    reports = [inspect_file(f, gpu=gpu, driver=driver, cpu_flags=flags, isa=not no_isa) for f in files]
+    reports = []
+    with _Progress("crashlens: inspecting…") as progress:
+        for n, f in enumerate(files, 1):
+            progress.update(f"crashlens: inspecting {f} ({n}/{len(files)}): ELF, CUDA images"
+                            + ("" if no_isa else ", x86 instruction-set census (cached by build-id)") + "…")
+            reports.append(inspect_file(f, gpu=gpu, driver=driver, cpu_flags=flags, isa=not no_isa))
     if as_json:
         from .report.inspect import render_json
 
