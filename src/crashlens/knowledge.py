@@ -1,6 +1,7 @@
 """Knowledge tables shipped as package data (src/crashlens/data/*.yaml), each loaded once.
 
     data(name) -> the parsed data/<name>: YAML, or JSON for *.json  (cached; any stage may read it)
+    data_path(name) -> Path of data/<name>, for readers that need a path (data/templates/)
     abort_frames() -> AbortFrames(functions, runtime_modules)       data/abort_frames.yaml
     environment_rules() -> tuple[EnvironmentRule, ...]              data/environment.yaml
     category_notes(category) -> CategoryNotes(async_cuda, testing)  data/categories.yaml
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 
@@ -37,6 +39,12 @@ def data(name: str) -> Any:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the same result, 5-10x faster
     return yaml.load(text, Loader=loader) or {}  # noqa: S506 - a safe loader
+
+
+def data_path(name: str) -> Path:
+    """data/<name> as a file-system path, for readers that need one (Jinja's FileSystemLoader
+    reads the built-in bug-report templates of data/templates/ by path)."""
+    return Path(str(resources.files("crashlens") / "data" / name))
 
 
 # --- the abort machinery --------------------------------------------------------------------------

@@ -14,13 +14,11 @@ Scoring, in the order it is applied (every step leaves a line in Cause.reasoning
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any, Mapping, Sequence
 
 import regex as re
-import yaml
 
+from ..knowledge import data
 from ..model import Cause, Evidence, Frame, Loc, SecondaryError
 from .match import Firing
 from .rules import RuleBase
@@ -38,9 +36,8 @@ SUPPORT_CAP = 0.2
 COMBINE_CAP = 0.1
 
 
-@cache
 def _notes() -> dict[str, Any]:
-    return yaml.safe_load((resources.files("crashlens") / "data" / "notes.yaml").read_text(encoding="utf-8"))
+    return data("notes.yaml")
 
 
 @dataclass

@@ -21,6 +21,7 @@ import regex as re
 import yaml
 
 from ..errors import RuleError
+from ..knowledge import data
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 5x faster
 
@@ -123,19 +124,14 @@ def default_rules_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "rules"
 
 
-def _data(name: str) -> str:
-    return (resources.files("crashlens") / "data" / name).read_text(encoding="utf-8")
-
-
 @cache
 def taxonomy() -> dict[str, dict[str, str]]:
-    doc = _yaml(_data("taxonomy.yaml"))
+    doc = data("taxonomy.yaml")
     return {c["id"]: {k: v for k, v in c.items() if k != "id"} for c in doc["categories"]}
 
 
-@cache
 def rule_schema() -> dict[str, Any]:
-    return json.loads(_data("rule.schema.json"))
+    return data("rule.schema.json")
 
 
 def _condition(spec: Any, where: str, *, support: bool = False, compile_now: bool = True) -> Condition:

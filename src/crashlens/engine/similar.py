@@ -16,12 +16,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Iterable, Sequence
 
 import regex as re
-import yaml
 
+from ..knowledge import data
 from ..model import Cause, Evidence
 from .rules import RuleBase
 
@@ -123,10 +122,10 @@ def rule_references(rules: RuleBase) -> list[Reference]:
 
 @cache
 def fixture_references() -> tuple[Reference, ...]:
-    path = resources.files("crashlens") / "data" / "similar_cases.yaml"
-    if not path.is_file():
+    try:
+        doc = data("similar_cases.yaml")
+    except FileNotFoundError:
         return ()
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return tuple(Reference(c["text"], c["category"], c["source"]) for c in doc.get("cases") or [])
 
 

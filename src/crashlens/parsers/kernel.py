@@ -31,12 +31,11 @@ prefix the normaliser did not recognise may still be in front of the message.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from typing import Any
 
 import regex as re
-import yaml
 
+from crashlens.knowledge import data
 from crashlens.model import Evidence, Line
 
 __all__ = ["parse_kernel", "xid_info"]
@@ -53,9 +52,7 @@ _IN_MODULE = (
 
 @functools.cache
 def _xid_table() -> dict[int, dict[str, str]]:
-    text = (importlib.resources.files("crashlens") / "data" / "xid.yaml").read_text("utf-8")
-    data = yaml.safe_load(text) or {}
-    return {int(code): dict(info or {}) for code, info in data.items()}
+    return {int(code): dict(info or {}) for code, info in data("xid.yaml").items()}
 
 
 def xid_info(code: int) -> dict[str, str]:

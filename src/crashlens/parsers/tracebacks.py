@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any, Iterable
 
 import regex as re
-import yaml
 
+from ..knowledge import data
 from ..model import Evidence, Frame, Line, Loc
 from ..pathkinds import frame_kind
 
@@ -62,7 +61,7 @@ TORCHRUN_KV = re.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|tracebac
 @cache
 def _knowledge() -> dict[str, Any]:
     """data/exceptions.yaml: framework packages, re-raising wrappers, what a type usually means."""
-    doc = yaml.safe_load((resources.files("crashlens") / "data" / "exceptions.yaml").read_text(encoding="utf-8"))
+    doc = data("exceptions.yaml")
     fw = "|".join(re.escape(p) for p in doc["frameworks"])
     wrappers = [(re.compile(w["type"] + r"$"), re.compile(w["message"]) if w.get("message") else None)
                 for w in doc["wrappers"]]

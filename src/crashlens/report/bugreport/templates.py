@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...errors import CrashlensError
+from ...knowledge import data_path
 from ..text import md_text, one_line
 from .markup import code, fence, loc
 
@@ -92,7 +93,7 @@ def _environment(top_names: Iterable[str]):
 
 
 def builtin_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "data" / "templates"
+    return data_path("templates")
 
 
 def _template_line(exc: BaseException, name: str) -> int | None:
