@@ -48,7 +48,7 @@ POSITIVE = [
     ("secret", "DB_PASSWORD=hunter2hunter2", "hunter2hunter2", "DB_PASSWORD=<redacted>"),
     ("secret", "MY_SERVICE_TOKEN='abc123xyz'", "abc123xyz", "MY_SERVICE_TOKEN='<redacted>'"),
     ("secret", "export CLIENT_SECRET=\"s3cr3t value\"", "s3cr3t value", 'CLIENT_SECRET="<redacted>"'),
-    ("secret", "STRIPE_KEY=rk_live_abcdef123", "rk_live_abcdef123", "STRIPE_KEY=<redacted>"),
+    ("stripe-key", "STRIPE_KEY=rk_live_abcdef123", "abcdef123", "STRIPE_KEY=rk_live_<redacted>"),
     ("secret", "password=hunter2", "hunter2", "password=<redacted>"),
     ("secret", "passwd: opensesame", "opensesame", "passwd: <redacted>"),
     ("secret", "  db_password: correct-horse", "correct-horse", "db_password: <redacted>"),

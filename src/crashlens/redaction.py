@@ -35,12 +35,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .knowledge import data
 
 R = "<redacted>"
-ELLIPSIS_AHEAD = r"(?=…|\.\.\.)"
+# a token cut short: 4+ characters before an ellipsis, or 8+ at the end of a text cut without one
+STUB = r"(?:{c}){{4,}}(?=…|\.\.\.)|(?:{c}){{8,}}\Z"
 MEMO_MAX_LEN = 4096  # texts up to this long are remembered (a report repeats its evidence lines)
 LEARN_INPUT_BYTES = 4 << 20  # learn_inputs: the head of each text input read for contexts and host names
 LEARN_TOTAL_BYTES = 32 << 20  # ... and at most this much over all inputs
@@ -72,6 +73,7 @@ class NearFormat:
     context: re.Pattern[str]
     value: re.Pattern[str]
     lines: int | None  # None: anywhere in the report once the context was seen
+    stub: re.Pattern[str] | None = None  # the value cut short (before … or ... or at the end of a text)
 
 
 class FormatError(ValueError):
@@ -110,7 +112,7 @@ def formats() -> tuple[SecretFormat, ...]:
         pattern = _compile(fid, "prefix/body", f"{left}(?P<pre>{prefix})(?P<val>{f['body']}){right}")
         stub = None
         if f.get("stub"):
-            stub = _compile(fid, "stub", f"{left}(?P<pre>{prefix})(?P<val>(?:{f['stub']}){{4,}}){ELLIPSIS_AHEAD}")
+            stub = _compile(fid, "stub", f"{left}(?P<pre>{prefix})(?P<val>{STUB.format(c=f['stub'])})")
         out.append(SecretFormat(fid, kind, str(f.get("source", "")),
                                 tuple(str(k).lower() for k in f.get("keywords") or ()), pattern, stub))
     if len({f.id for f in out}) != len(out):
@@ -125,7 +127,8 @@ def near_formats() -> tuple[NearFormat, ...]:
         fid = str(f["id"])
         lines = f.get("lines", 3)
         out.append(NearFormat(fid, str(f["kind"]), str(f.get("source", "")), _compile(fid, "context", f["context"]),
-                              _compile(fid, "value", f["value"]), None if lines == "all" else int(lines)))
+                              _compile(fid, "value", f["value"]), None if lines == "all" else int(lines),
+                              _compile(fid, "stub", f["stub"]) if f.get("stub") else None))
     return tuple(out)
 
 
@@ -208,6 +211,7 @@ def _name_kind(name: str, *, colon: bool) -> str | None:
 # patterns
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----")
+_PEM_ESCAPED_BODY = re.compile(r"(?:\\r)?\\n(?:\\[rn]|[A-Za-z0-9+/=])+")
 _PEM_BODY_LINE = re.compile(r"^[\s\"',]*(?:[A-Za-z0-9+/=]{8,}|Proc-Type:.*|DEK-Info:.*|Comment:.*|<redacted>|)[\s\"',\\n]*$")
 
 _AUTH = re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
@@ -419,8 +423,11 @@ class Redactor:
                 continue
             end_re = re.compile(r"-----END " + re.escape(m.group(1)) + r"PRIVATE KEY(?: BLOCK)?-----")
             e = end_re.search(text, m.end(), m.end() + 100_000)
+            escaped = _PEM_ESCAPED_BODY.match(text, m.end()) if e is None else None
             if e is not None:
                 body_end, resume = e.start(), e.start()
+            elif escaped is not None:  # one line with escaped newlines, cut off before its END line
+                body_end = resume = escaped.end()
             else:  # cut off (a truncated log): the base64 lines that follow
                 body_end = m.end()
                 for line in re.finditer(r"[^\n]*(?:\n|$)", text[m.end():]):
@@ -492,7 +499,6 @@ class Redactor:
         """The token formats of data/secrets.yaml (and tokens cut short: `glpat-AbCd…`), `.netrc`
         passwords."""
         low = text.lower()
-        stubs = "…" in text or "..." in text
         for f in formats():
             if f.keywords and not any(k in low for k in f.keywords):
                 continue
@@ -505,7 +511,7 @@ class Redactor:
                 return m.group("pre") + R
 
             text = f.pattern.sub(repl, text)
-            if stubs and f.stub is not None:
+            if f.stub is not None:
                 text = f.stub.sub(repl, text)
         if "machine" in text:
             def netrc(m: re.Match[str]) -> str:
@@ -551,14 +557,18 @@ class Redactor:
                 self.add(f.kind, m.group(0))
                 return R
 
+            def sub(t: str, f: NearFormat = f, repl: Callable[[re.Match[str]], str] = repl) -> str:
+                t = f.value.sub(repl, t)
+                return f.stub.sub(repl, t) if f.stub is not None else t
+
             at = where[f.id]
             if at is None:
-                text = f.value.sub(repl, text)
+                text = sub(text)
                 continue
             lines = text.split("\n")
             span = f.lines or 0
             for j in sorted({j for i in at for j in range(max(0, i - span), min(len(lines), i + span + 1))}):
-                lines[j] = f.value.sub(repl, lines[j])
+                lines[j] = sub(lines[j])
             text = "\n".join(lines)
         return text
 
