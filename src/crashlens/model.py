@@ -9,8 +9,8 @@ engine  ->  Cause, Analysis      (ranked root causes with their reasoning)
 report  ->  renderers read Analysis only (report/json.py is the one place JSON is built)
 
 Everything here is a plain frozen dataclass or an enum; nothing else crosses a stage boundary.
-Closed sets (evidence kinds, frame trust) are string enums: they compare equal to, and
-serialise as, the strings that rules, YAML and JSON use.
+Closed sets (evidence kinds, frame kinds, frame trust) are string enums: they compare equal to,
+and serialise as, the strings that rules, YAML and JSON use.
 """
 
 from __future__ import annotations
@@ -82,6 +82,19 @@ class EvidenceKind(StrEnum):
     """A binary file that was given (ELF or core). Facts: kind and the detector's facts."""
 
 
+class FrameKind(StrEnum):
+    """Whose code a stack frame runs (`Frame.kind`; the JSON's `kind` of a frame)."""
+
+    USER = "user"
+    """A Python frame of the user's code (pathkinds.frame_kind: not an installed package)."""
+    LIBRARY = "library"
+    """A Python frame of an installed package, the standard library or a frozen module."""
+    NATIVE = "native"
+    """A C/C++ frame: printed in a log (c10, gdb/lldb) or unwound from a core."""
+    GPU = "gpu"
+    """Where the GPU reported the error (the end of a code path, no source of its own)."""
+
+
 class FrameTrust(StrEnum):
     """How a native frame was found, best first (the levels of minidump-stackwalk)."""
 
@@ -146,7 +159,7 @@ class Frame:
     (binary.unwind) also say where they lie (pc, module offsets) and how they were found
     (`trust`)."""
 
-    kind: str  # user | library | native | gpu
+    kind: FrameKind  # a plain string equal to a member ("native") is turned into it
     function: str = ""
     file: str = ""
     line: int | None = None
@@ -168,6 +181,10 @@ class Frame:
     return_address: bool = False         # pc follows a call: symbolised at pc - 1
     signal_frame: bool = False           # the kernel's signal trampoline (<signal handler called>)
     registers: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not FrameKind:
+            object.__setattr__(self, "kind", FrameKind(self.kind))
 
     def short(self) -> str:
         where = self.file.rsplit("/", 1)[-1] if self.file else self.module

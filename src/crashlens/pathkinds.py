@@ -1,16 +1,18 @@
 """Whose code a source file is, judged by its path: the user's, or a library's (an installed
 package, the standard library, PyTorch, a frozen or generated module).
 
-    frame_kind("/home/me/train.py") -> "user"
-    frame_kind("/usr/lib/python3.11/site-packages/torch/nn/modules/module.py") -> "library"
+    frame_kind("/home/me/train.py") -> FrameKind.USER
+    frame_kind("/usr/lib/python3.11/site-packages/torch/nn/modules/module.py") -> FrameKind.LIBRARY
 
 A neutral module: the traceback parser and binary/pyframes (Python frames read from a core)
-both use it; it imports nothing else of crashlens.
+both use it; it imports only crashlens.model.
 """
 
 from __future__ import annotations
 
 import regex as re
+
+from .model import FrameKind
 
 __all__ = ["LIBRARY_PATH", "frame_kind"]
 
@@ -20,5 +22,5 @@ LIBRARY_PATH = re.compile(
 )
 
 
-def frame_kind(path: str) -> str:
-    return "library" if LIBRARY_PATH.search(path) else "user"
+def frame_kind(path: str) -> FrameKind:
+    return FrameKind.LIBRARY if LIBRARY_PATH.search(path) else FrameKind.USER

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import regex as re
 
 from .knowledge import abort_frames
-from .model import Analysis, Evidence, Frame
+from .model import Analysis, Evidence, Frame, FrameKind
 from .redaction import Redactor
 
 VERSION = 1
@@ -164,11 +164,11 @@ def _native(function: str, module: str) -> str:
 
 def frame_key(f: Frame) -> str | None:
     """One frame as it enters the signature, or None for frames that say nothing stable."""
-    if f.kind == "user":
+    if f.kind == FrameKind.USER:
         return f"{_basename(f.file) or '?'}:{f.function or '?'}"
-    if f.kind == "library":
+    if f.kind == FrameKind.LIBRARY:
         return _library_name(f)
-    if f.kind == "native":
+    if f.kind == FrameKind.NATIVE:
         key = _native(f.function, f.module or f.file)
         return None if key in ("?", "") else key
     return None  # gpu: the synthetic failing-operation frame; its text is the message
@@ -181,8 +181,8 @@ def callee(code: str) -> str | None:
 
 
 def python_frames(frames: Sequence[Frame]) -> list[str]:
-    real = [f for f in frames if f.kind in ("user", "library")]
-    users = [f for f in real if f.kind == "user"]
+    real = [f for f in frames if f.kind in (FrameKind.USER, FrameKind.LIBRARY)]
+    users = [f for f in real if f.kind == FrameKind.USER]
     if users:
         keys = [frame_key(f) for f in users[-MAX_FRAMES:]]
         call = callee(users[-1].code)
@@ -259,7 +259,7 @@ def signature_parts(a: Analysis) -> dict[str, Any]:
         # a core: the crash site, then its backtrace when the unwinder gave one (innermost first)
         # frames found by scanning the stack are guesses: they may differ between runs
         bt = [f for i, f in enumerate(bt) if i == 0 or f.trust != "scan"]
-        site = [Frame("native", crash.function or "", module=crash.module or "")]
+        site = [Frame(FrameKind.NATIVE, crash.function or "", module=crash.module or "")]
         native = native_frames(bt or site)
         py = [k for k in python_frames(a.code_path) if ":" in k][-1:]  # the user call that led there
         frames = py + list(reversed(native))
@@ -272,7 +272,7 @@ def signature_parts(a: Analysis) -> dict[str, Any]:
     elif a.code_path:
         frames = python_frames(a.code_path)
         if not frames:
-            natives = [f for f in a.code_path if f.kind == "native"]
+            natives = [f for f in a.code_path if f.kind == FrameKind.NATIVE]
             frames = list(reversed(native_frames(reversed(natives))))
     else:
         stack = _stack_of(a)

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import regex as re
 
-from ..model import Cause, CrashReport, Evidence, Frame
+from ..model import Cause, CrashReport, Evidence, Frame, FrameKind
 from .rules import taxonomy
 
 NATIVE_FRAMES = 16  # innermost native frames of a core's backtrace the path can show
@@ -70,15 +70,15 @@ def exception_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ..
         layer = taxonomy().get(cause.category, {}).get("layer", "")
         msg = str(exc.facts.get("headline") or exc.text)
         if layer == "gpu-runtime" or "CUDA" in msg or "cuda" in msg:
-            frames.append(Frame("gpu", "CUDA", code=msg[:200]))
-        elif not frames or frames[-1].kind != "native":
-            frames.append(Frame("native", exc.facts.get("type", ""), code=msg[:200]))
+            frames.append(Frame(FrameKind.GPU, "CUDA", code=msg[:200]))
+        elif not frames or frames[-1].kind != FrameKind.NATIVE:
+            frames.append(Frame(FrameKind.NATIVE, exc.facts.get("type", ""), code=msg[:200]))
     return tuple(frames)
 
 
 def _as_path_frame(f: Frame) -> Frame:
     """A core's frame as the code path shows it: where it is, not how it was found."""
-    return Frame("native", f.function, f.file, f.line, "", f.module)
+    return Frame(FrameKind.NATIVE, f.function, f.file, f.line, "", f.module)
 
 
 def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None) -> tuple[Frame, ...]:
@@ -96,5 +96,5 @@ def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | No
     if exc is not None and exc.facts.get("type") == "Fatal Python error":
         # faulthandler's Python frames (outermost first), then the native frames below the
         # interpreter: where the Python call ended up in native code
-        return tuple([f for f in path if f.kind in ("user", "library")] + native[last + 1:][-BELOW_INTERPRETER:])
+        return tuple([f for f in path if f.kind in (FrameKind.USER, FrameKind.LIBRARY)] + native[last + 1:][-BELOW_INTERPRETER:])
     return path

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import regex as re
 
 from ..knowledge import data
-from ..model import Evidence, Frame, Line, Loc
+from ..model import Evidence, Frame, FrameKind, Line, Loc
 from ..pathkinds import frame_kind
 
 TB_HEADER = re.compile(r"Traceback \(most recent call last\):?\s*$")
@@ -72,11 +72,11 @@ def raised_in(frames: Iterable[Frame]) -> tuple[str, Frame | None]:
     """Where an exception was raised: ("user" | "framework" | "library" | "unknown", the frame).
     The raising frame is the innermost Python frame; when it is not the user's, the user's
     innermost frame is still the one to read first, so it is returned for "framework"/"library"."""
-    py = [f for f in frames if f.kind in ("user", "library")]
+    py = [f for f in frames if f.kind in (FrameKind.USER, FrameKind.LIBRARY)]
     if not py:
         return "unknown", None
     inner = py[-1]
-    if inner.kind == "user":
+    if inner.kind == FrameKind.USER:
         return "user", inner
     where = "framework" if _knowledge()["framework"].search(inner.file) else "library"
     return where, inner
@@ -337,7 +337,7 @@ class _StreamParser:
         if func == "<unknown function>":
             func = ""
         module = gd.get("module") or ""
-        return Frame("native", func, "", None, "", module, line.loc)
+        return Frame(FrameKind.NATIVE, func, "", None, "", module, line.loc)
 
 
 def parse_tracebacks(lines: Iterable[Line]) -> list[Evidence]:
@@ -365,7 +365,7 @@ def parse_tracebacks(lines: Iterable[Line]) -> list[Evidence]:
         m = LLDB_FRAME.match(text) or (GDB_FRAME.match(text) if text.startswith("#") else None)
         if m:
             gd = m.groupdict()
-            stack.append(Frame("native", (gd.get("func") or "").strip(), gd.get("where") or "", None, "",
+            stack.append(Frame(FrameKind.NATIVE, (gd.get("func") or "").strip(), gd.get("where") or "", None, "",
                                gd.get("module") or gd.get("where") or "", line.loc))
             stack_start = stack_start or line.loc
         elif stack and text and not text.startswith(("from ", "at ")) and not line.text.startswith(" "):
@@ -467,7 +467,7 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
         facts["raised_in"] = where
         if frame is not None:
             facts["frame"] = f"{frame.function or '?'} ({frame.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frame.line})"
-        user = next((f for f in reversed(frames) if f.kind == "user"), None)
+        user = next((f for f in reversed(frames) if f.kind == FrameKind.USER), None)
         if user is not None and user is not frame:
             facts["user_frame"] = f"{user.function or '?'} ({user.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{user.line})"
         hint = exception_hint(e.type)
