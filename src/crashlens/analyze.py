@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .binary.stage import read_crashes
-from .engine.codepath import code_path, exception_for
+from .engine.codepath import code_path, exception_for, gpu_crash, gpu_fault
 from .engine.collect import FULL_BELOW, collect_evidence, cpu_flags_from_file
 from .engine.match import EvidenceSet, evaluate
 from .engine.similar import propose as propose_similar
@@ -74,7 +74,8 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     if primary is None and causes:
         primary = causes[0].evidence[0]
     crash = crashes[0] if crashes else None
-    path = code_path(exception_for(primary, col.items), causes[0] if causes else None, crash)
+    fault = gpu_fault(col.items)
+    path = code_path(exception_for(primary, col.items), causes[0] if causes else None, crash, fault)
     return Analysis(
         inputs=tuple(inputs),
         causes=tuple(causes),
@@ -86,6 +87,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
         exceptions=tuple(e for e in col.items if e.kind == "exception"),
         libraries=tuple(libraries),
         crash=crash,
+        gpu_crash=gpu_crash(fault),
         stats={"inputs": col.stats, "rules": len(rules.rules), "rules_fired": len(firings),
                "lines": len(col.lines)},
     )

@@ -80,6 +80,15 @@ class EvidenceKind(StrEnum):
     isa_dispatched, isa_missing_baseline, isa_missing_dispatched, cpu_ok."""
     INPUT = "input"
     """A binary file that was given (ELF or core). Facts: kind and the detector's facts."""
+    GPU_FAULT = "gpu-fault"
+    """A GPU kernel's fault with its kernel and thread: from a GPU core dump (binary/cudacore,
+    source "gpu-core") or a compute-sanitizer report (parsers/sanitizer, source
+    "compute-sanitizer"). Facts: source, exception (cuda-gdb's label, "Warp Illegal Address"),
+    exception_name, category (the taxonomy id it maps to), kernel, function, offset, file,
+    line, thread, block, and as known: device, sm, warp, lane, pc, error_pc, lane_mask,
+    grid_dim, block_dim, module, instruction, words, tool, error, address, address_is,
+    access, space, size, reports. `frames`: the faulting instruction, its device callers, then
+    (sanitizer) the host stack at the launch."""
 
 
 class FrameKind(StrEnum):
@@ -390,3 +399,4 @@ class Analysis:
     libraries: tuple[LibraryFacts, ...] = ()  # every library inspected
     crash: CrashReport | None = None  # the first core's crash (binary.stage)
     stats: Mapping[str, Any] = field(default_factory=dict)
+    gpu_crash: Mapping[str, Any] | None = None  # the GPU fault (a GPU core or compute-sanitizer); JSON `gpu_crash`

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from ..errors import CrashlensError
-from ..model import CoreModule, CoreThread, CrashReport, Evidence, EvidenceKind, Frame, InputFile, Loc
+from ..model import CoreModule, CoreThread, CrashReport, Evidence, EvidenceKind, Frame, FrameKind, InputFile, Loc
 
 Resolver = Callable[[str], "str | None"]
 
@@ -319,6 +319,9 @@ def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | No
     for inp in inputs:
         if inp.kind != "elf-core":
             continue
+        if inp.facts.get("e_machine") == 190:  # a CUDA GPU core dump (binary/cudacore)
+            evidence.extend(gpu_core_evidence(inp, notes))
+            continue
         try:
             plain = "!" not in inp.name and not inp.facts.get("codecs") and os.path.isfile(inp.name)
             core = read_core(inp.name) if plain else open_core(inp.open(), name=inp.name)
@@ -335,6 +338,63 @@ def read_crashes(inputs: Sequence[InputFile], *, cpu_flags: Collection[str] | No
         reports.append(report)
         evidence.append(crash_evidence(report))
     return reports, evidence, notes
+
+
+def gpu_core_evidence(inp: InputFile, notes: list[str]) -> list[Evidence]:
+    """`gpu-fault` evidence for every faulting lane of a GPU core dump (tables only; a plain
+    file is mapped, a compressed or archived one read whole)."""
+    import mmap
+
+    from .cudacore import read_gpu_core
+
+    try:
+        if "!" not in inp.name and not inp.facts.get("codecs") and os.path.isfile(inp.name):
+            with open(inp.name, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        else:
+            with inp.open() as fh:
+                data = fh.read()
+    except (OSError, ValueError) as exc:
+        notes.append(f"{inp.name}: GPU core not readable: {exc}")
+        return []
+    core = read_gpu_core(data)
+    notes.extend(f"{inp.name}: {n}" for n in core.notes)
+    out: list[Evidence] = []
+    devices = {d.dev_id: d for d in core.devices}
+    seen: set[tuple] = set()
+    for f in core.faults:
+        key = (f.exception_code, f.kernel, f.pc)
+        if key in seen:  # one evidence per distinct fault; the first lane stands for its warp-mates
+            continue
+        seen.add(key)
+        loc = f.location
+        dev = devices.get(f.device)
+        facts = {"source": "gpu-core", "exception": f.exception, "exception_name": f.exception_name,
+                 "exception_code": f.exception_code, "category": f.category, "kernel": f.kernel,
+                 "function": loc.function if loc else None, "offset": loc.function_offset if loc else None,
+                 "kernel_offset": loc.section_offset if loc else None,
+                 "file": loc.file if loc else None, "line": loc.line if loc else None,
+                 "instruction": loc.instruction if loc else None,
+                 "words": " ".join(f"0x{w:016x}" for w in loc.words) if loc and loc.words else None,
+                 "device": f.device, "device_name": dev.name if dev else None,
+                 "sm_version": dev.sm_version if dev else None, "sm": f.sm, "warp": f.warp, "lane": f.lane,
+                 "block": "({},{},{})".format(*f.block), "thread": "({},{},{})".format(*f.thread),
+                 "grid_dim": "({},{},{})".format(*f.grid_dim) if f.grid_dim else None,
+                 "block_dim": "({},{},{})".format(*f.block_dim) if f.block_dim else None,
+                 "pc": f.pc, "error_pc": f.error_pc, "lane_mask": f"0x{f.lane_mask:08x}",
+                 "module": f"0x{f.module_handle:x}" if f.module_handle is not None else None,
+                 "module_arch": next((f"sm_{m.arch}" for m in core.modules if m.handle == f.module_handle and m.arch), None)}
+        facts = {k: v for k, v in facts.items() if v is not None}
+        frames = [Frame(FrameKind.GPU, function=facts.get("function") or f.kernel or "", file=facts.get("file", ""),
+                        line=facts.get("line"), pc=f.pc, module_offset=facts.get("kernel_offset"))]
+        frames += [Frame(FrameKind.GPU, function=b.function or "", file=b.file or "", line=b.line, pc=b.pc)
+                   for b in f.backtrace]
+        where = f" at {facts['file']}:{facts['line']}" if facts.get("line") else ""
+        text = (f"GPU core: {f.exception} in kernel {f.kernel or '?'}{where}, block {facts['block']} "
+                f"thread {facts['thread']}, device {f.device}" + (f" ({dev.name})" if dev and dev.name else ""))
+        out.append(Evidence(EvidenceKind.GPU_FAULT, text, Loc(inp.name), facts=facts, frames=tuple(frames)))
+    return out
 
 
 def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None,

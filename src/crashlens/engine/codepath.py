@@ -22,7 +22,7 @@ from typing import Sequence
 
 import regex as re
 
-from ..model import Cause, CrashReport, Evidence, Frame, FrameKind
+from ..model import Cause, CrashReport, Evidence, EvidenceKind, Frame, FrameKind
 from .rules import taxonomy
 
 NATIVE_FRAMES = 16  # innermost native frames of a core's backtrace the path can show
@@ -81,8 +81,52 @@ def _as_path_frame(f: Frame) -> Frame:
     return Frame(FrameKind.NATIVE, f.function, f.file, f.line, "", f.module)
 
 
-def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None) -> tuple[Frame, ...]:
-    """Frames outermost -> innermost, ending with the failing operation."""
+def gpu_fault(items: Sequence[Evidence]) -> Evidence | None:
+    """The GPU fault that explains the crash: a GPU core's first, else the first
+    compute-sanitizer report of a crashing kind (a hazard report has no category)."""
+    faults = [e for e in items if e.kind == EvidenceKind.GPU_FAULT]
+    return (next((e for e in faults if e.facts.get("source") == "gpu-core"), None)
+            or next((e for e in faults if e.facts.get("category")), None)
+            or (faults[0] if faults else None))
+
+
+def gpu_crash(fault: Evidence | None) -> dict | None:
+    """The JSON's `gpu_crash` object of a `gpu-fault` evidence (docs/json-schema.md)."""
+    if fault is None:
+        return None
+    f = dict(fault.facts)
+    f["evidence"] = {"source": fault.loc.source, "line": fault.loc.line}
+    f["device_backtrace"] = [{"function": fr.function, "file": fr.file or None, "line": fr.line, "pc": fr.pc,
+                              "offset": fr.module_offset} for fr in fault.frames if fr.kind == FrameKind.GPU]
+    f["host_backtrace"] = [{"function": fr.function, "module": fr.module or None, "offset": fr.module_offset}
+                           for fr in fault.frames if fr.kind != FrameKind.GPU]
+    return f
+
+
+def _with_gpu(path: tuple[Frame, ...], fault: Evidence | None) -> tuple[Frame, ...]:
+    """The code path continued into the kernel: ... the Python line where the error was
+    noticed -> the kernel -> its source line (innermost device frame last)."""
+    if fault is None:
+        return path
+    gpu = [fr for fr in fault.frames if fr.kind == FrameKind.GPU]
+    if not gpu:
+        return path
+    kernel = fault.facts.get("kernel") or gpu[-1].function
+    frames = list(reversed(gpu))
+    if frames and frames[0].function != kernel and kernel:
+        frames.insert(0, Frame(FrameKind.GPU, function=kernel, code="kernel launch"))
+    host = [] if path else [fr for fr in reversed(fault.frames) if fr.kind != FrameKind.GPU]
+    return (*path, *host, *frames)
+
+
+def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None,
+              fault: Evidence | None = None) -> tuple[Frame, ...]:
+    """Frames outermost -> innermost, ending with the failing operation (with a GPU fault:
+    its kernel and source line)."""
+    return _with_gpu(_code_path(exc, cause, crash), fault)
+
+
+def _code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None) -> tuple[Frame, ...]:
     path = exception_path(exc, cause)
     if crash is None or crash.backtrace is None or not crash.backtrace.frames:
         return path

@@ -18,10 +18,12 @@ from typing import Iterable, Sequence
 
 import regex as re
 
+from ..inputs.notes import summarise_notes
 from ..inputs.recode import utf8_stream
 from ..model import Evidence, EvidenceKind, InputFile, Line, Loc
 from ..parsers.kernel import parse_kernel
 from ..parsers.outcomes import parse_outcome
+from ..parsers.sanitizer import parse_sanitizer
 from ..parsers.tracebacks import parse_tracebacks
 from ..text.anchors import anchors
 from ..text.normalize import normalize
@@ -29,6 +31,8 @@ from ..text.select import SelectStats, select_lines
 from .rules import RuleBase
 
 FULL_BELOW = 8 << 20  # bytes of a text input read in full; beyond, lines around hits
+FULL_LINES = 100_000  # ... unless it has more lines than this (8 MiB of empty lines)
+MAX_KEPT = 50_000  # lines kept of one input: the first ones and the tail (every line a hit)
 
 
 @dataclass
@@ -55,7 +59,8 @@ def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], full_bel
         return
     stream = utf8_stream(stream, str(inp.facts.get("encoding") or ""))
     try:
-        for lineno, raw in select_lines(stream, anchors, full_below=full_below, stats=stats):
+        for lineno, raw in select_lines(stream, anchors, full_below=full_below, full_lines=FULL_LINES,
+                                        max_kept=MAX_KEPT, stats=stats):
             out.lines.append(normalize(raw, inp.name, lineno))
     except OSError as exc:
         out.notes.append(f"{inp.name}: read stopped at line {stats.total_lines}: {exc}")
@@ -68,6 +73,9 @@ def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], full_bel
         out.notes.append(
             f"{inp.name}: {stats.total_lines:,} lines ({stats.total_bytes / 2**20:,.0f} MiB); analysed "
             f"{stats.kept_lines:,} lines: the head, the tail and windows around {stats.engine} hits")
+    if stats.dropped_lines:
+        out.notes.append(f"{inp.name}: matches on too many lines: only the first {MAX_KEPT - 3000:,} selected lines "
+                         f"and the last 3,000 were analysed (the later matches were not looked for)")
     if stats.truncated_lines:
         out.notes.append(f"{inp.name}: {stats.truncated_lines} over-long line(s) were cut")
     out.stats[inp.name] = {"lines": stats.total_lines, "bytes": stats.total_bytes, "kept": stats.kept_lines,
@@ -83,6 +91,7 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             read_text_input(inp, keep, full_below, out)
             src_lines = out.lines[start:]
             out.items.extend(parse_tracebacks(src_lines))
+            out.items.extend(parse_sanitizer(src_lines))
             for ln in src_lines:
                 for parse in (parse_kernel, parse_outcome):
                     e = parse(ln)
@@ -96,10 +105,11 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
                 out.notes.append(f"{inp.name}: ELF inside an archive; extract it to inspect it")
         elif inp.kind == "empty":
             out.notes.append(f"{inp.name}: empty file, skipped")
-        elif inp.kind == "binary":
+        elif inp.kind == "binary" and not inp.note:  # with a note: inputs already said why
             out.notes.append(f"{inp.name}: binary data that is neither text nor ELF, skipped")
         elif inp.kind == "unreadable":
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
+    out.notes = summarise_notes(out.notes)
     return out
 
 

@@ -153,6 +153,7 @@ def to_dict(a: Analysis, sig: Signature) -> dict[str, Any]:
         "threads": threads_json(a.crash) if a.crash else [],
         "modules": modules_json(a.crash) if a.crash else [],
         "backtrace": backtrace_json(a.crash.backtrace) if a.crash else [],
+        "gpu_crash": dict(a.gpu_crash) if a.gpu_crash else None,
         "libraries": [library_json(f) for f in a.libraries],
         "environment": dict(a.environment),
         "exceptions": [{"source": e.loc.source, "line": e.loc.line, "end_line": e.loc.end_line or None,
