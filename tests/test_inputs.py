@@ -226,19 +226,19 @@ def test_unreadable_files_and_directories(tmp_path: Path, monkeypatch: pytest.Mo
     (root / "locked").mkdir(parents=True)
     (root / "secret.log").write_text("x\n")
     (root / "ok.log").write_text("fine\n")
-    real_open, real_scandir = open, os.scandir
+    real_open, real_scandir = collect_module._open_regular, os.scandir
 
-    def fake_open(path: str, *args: object, **kwargs: object) -> object:
+    def fake_open(path: str) -> object:
         if str(path).endswith("secret.log"):
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+        return real_open(path)
 
     def fake_scandir(path: str) -> object:
         if str(path).endswith("locked"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(collect_module, "open", fake_open, raising=False)
+    monkeypatch.setattr(collect_module, "_open_regular", fake_open)
     monkeypatch.setattr(collect_module.os, "scandir", fake_scandir)
     inputs, notes = collect_inputs([root, root / "secret.log"])
     assert [(f.name, f.kind) for f in inputs] == [

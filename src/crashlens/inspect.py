@@ -205,6 +205,10 @@ def library_evidence(r: LibraryReport | LibraryFacts, extra: Mapping[str, Any] |
     return Evidence(EvidenceKind.LIBRARY, "; ".join(bits), Loc(r.path), facts=f)
 
 
+# `inspect --image` holds the image in memory: real cubins and PTX modules are far below this
+IMAGE_HEADER_MAX_SIZE = 256 << 20
+
+
 def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
     """Decompress one CUDA image and decode its header: the cubin's ELF header (EM_CUDA,
     e_flags) or the PTX module's .version/.target."""
@@ -218,7 +222,7 @@ def image_header(path: str | os.PathLike[str], index: int) -> dict[str, Any]:
         if not 0 <= index < len(images):
             raise FatbinError(f"{path}: no CUDA image {index} (it has {len(images)})")
         image = images[index]
-        data = decompress_image(elf, image)
+        data = decompress_image(elf, image, max_size=IMAGE_HEADER_MAX_SIZE)
     out: dict[str, Any] = {"path": os.fspath(path), "image": index, "kind": image.kind, "arch": image.arch,
                            "compression": image.compression, "bytes": len(data)}
     if image.kind == "sass":

@@ -31,6 +31,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import stat
 import sqlite3
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -182,15 +183,26 @@ def _files(path: str) -> list[Path]:
 
 def content_hash(path: str) -> str:
     """sha256 over every file of the bundle: relative name, size and content (files over
-    HASH_FULL_BELOW: their first and last HASH_EDGE bytes)."""
+    HASH_FULL_BELOW: their first and last HASH_EDGE bytes). Inside a folder a symlink counts
+    by its target's name and a FIFO or device by its kind: neither is opened."""
     h = hashlib.sha256()
     base = Path(path)
     for f in _files(path):
         try:
-            st = f.stat()
             rel = f.name if base.is_file() else f.relative_to(base).as_posix()
+            lst = f.lstat()
+            if not base.is_file() and not stat.S_ISREG(lst.st_mode):
+                what = os.readlink(f) if stat.S_ISLNK(lst.st_mode) else f"mode {stat.S_IFMT(lst.st_mode):o}"
+                h.update(f"{rel}\0->{what}\0".encode("utf-8", "surrogateescape"))
+                continue
+            fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO given by name must not block
+            st = os.fstat(fd)
             h.update(f"{rel}\0{st.st_size}\0".encode("utf-8", "surrogateescape"))
-            with open(f, "rb") as fh:
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                h.update(b"\0not a regular file\0")
+                continue
+            with open(fd, "rb") as fh:
                 if st.st_size <= HASH_FULL_BELOW:
                     for chunk in iter(lambda: fh.read(1 << 20), b""):
                         h.update(chunk)

@@ -1056,7 +1056,7 @@ def open_core(source: str | os.PathLike[str] | BinaryIO, *, name: str | None = N
         body: BinaryIO = PrefixedReader(prefix, stream)  # type: ignore[assignment]
         reader: Any = DecodingReader(body, codec) if codec else body
         notes: list[str] = []
-        tmp_path, written, over = _spill(reader, display, max_bytes, tmpdir)
+        tmp_path, written, over, tmp_fd = _spill(reader, display, max_bytes, tmpdir)
         error = getattr(reader, "error", None) or getattr(source, "error", None)
         if error:
             notes.append(f"{display}: {error}: the core is incomplete")
@@ -1068,10 +1068,13 @@ def open_core(source: str | os.PathLike[str] | BinaryIO, *, name: str | None = N
         except ElfError as exc:
             raise CoreError(f"{display}: {_msg(exc, tmp_path)}") from None
         finally:
-            try:
-                os.unlink(tmp_path)
-            except OSError:
-                pass
+            if tmp_fd is not None:  # already unlinked: closing it frees the space once unmapped
+                os.close(tmp_fd)
+            else:
+                try:
+                    os.unlink(tmp_path)
+                except OSError:
+                    pass
         elf.path = display
         try:
             if codec:
@@ -1095,8 +1098,21 @@ def _read_exactly(stream: BinaryIO, n: int) -> bytes:
     return out
 
 
-def _spill(reader: Any, display: str, max_bytes: int, tmpdir: str | None) -> tuple[str, int, bool]:
+def _spill(reader: Any, display: str, max_bytes: int, tmpdir: str | None) -> tuple[str, int, bool, int | None]:
+    """Decompress into a temporary file: (path to map, bytes, over the limit?, fd to close after
+    mapping). Where /proc/self/fd exists the file is unlinked as soon as it is created, so
+    no exit, not even SIGKILL, leaves it behind; the path returned is then its /proc/self/fd link."""
     fd, tmp_path = tempfile.mkstemp(prefix="crashlens-core-", dir=tmpdir)
+    keep: int | None = None
+    if os.path.isdir("/proc/self/fd"):
+        try:
+            keep = os.dup(fd)
+            os.unlink(tmp_path)
+            tmp_path = f"/proc/self/fd/{keep}"
+        except OSError:
+            if keep is not None:
+                os.close(keep)
+                keep = None
     written = 0
     over = False
     try:
@@ -1117,16 +1133,23 @@ def _spill(reader: Any, display: str, max_bytes: int, tmpdir: str | None) -> tup
                     break
             out.truncate(written)
     except OSError as exc:
-        try:
-            os.unlink(tmp_path)
-        except OSError:
-            pass
+        _drop_spill(tmp_path, keep)
         raise CoreError(f"{display}: cannot decompress into {tmpdir or tempfile.gettempdir()}: "
                         f"{exc.strerror or exc}") from None
     except BaseException:
-        os.unlink(tmp_path)
+        _drop_spill(tmp_path, keep)
         raise
-    return tmp_path, written, over
+    return tmp_path, written, over, keep
+
+
+def _drop_spill(path: str, fd: int | None) -> None:
+    try:
+        if fd is not None:
+            os.close(fd)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 # -- coredumpctl metadata ----------------------------------------------------------------------

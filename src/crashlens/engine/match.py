@@ -19,6 +19,9 @@ from ..patterns import LineScanner
 from .rules import Condition, Rule, RuleBase
 
 _FRAME_LINE = re.compile(r'^\s*(?:File "|frame #\d|#\d+\s)')
+#: Evidence kept per condition of a rule (the first ones); the rest is only counted
+#: (Firing.more), so a log in which every line is a hit costs no more than one with 50.
+MAX_MATCHES = 50
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Firing:
     triggers: tuple[Match, ...]
     supports: tuple[Match, ...]
     captures: dict[str, str]
+    more: int = 0  # triggers and supports found beyond MAX_MATCHES per condition, not kept
 
 
 @dataclass
@@ -35,6 +39,19 @@ class EvidenceSet:
 
     lines: list[Evidence]
     items: list[Evidence]
+    _by_kind: dict[str, list[tuple[int, Evidence]]] | None = None
+    _indexed: int = 0
+
+    def of_kinds(self, kinds: Iterable[str]) -> list[Evidence]:
+        """The structured items of these kinds, in their order."""
+        if self._by_kind is None or self._indexed != len(self.items):
+            self._by_kind, self._indexed = {}, len(self.items)
+            for i, e in enumerate(self.items):
+                self._by_kind.setdefault(e.kind, []).append((i, e))
+        parts = [self._by_kind[k] for k in set(kinds) if k in self._by_kind]
+        if len(parts) == 1:
+            return [e for _i, e in parts[0]]
+        return [e for _i, e in sorted((p for part in parts for p in part), key=lambda p: p[0])]
 
     @classmethod
     def build(cls, lines: Sequence[Line], items: Iterable[Evidence]) -> "EvidenceSet":
@@ -79,7 +96,10 @@ def _scanner(rules: RuleBase) -> tuple[LineScanner, dict[int, tuple[Rule, str, i
     return LineScanner(patterns), where
 
 
-def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], list[tuple[Evidence, dict[str, str]]]]:
+def _line_hits(rules: RuleBase, ev: EvidenceSet, more: dict[tuple[str, str, int], int]
+               ) -> dict[tuple[str, str, int], list[tuple[Evidence, dict[str, str]]]]:
+    """Confirmed line matches per (rule, part, condition): the first MAX_MATCHES; the number of
+    candidate lines not confirmed after them goes into `more`."""
     scanner, where = _scanner(rules)
     texts = [e.text for e in ev.lines]
     raw = scanner.scan(texts)
@@ -89,7 +109,11 @@ def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], l
         pattern = scanner.patterns[pid]
         found: list[tuple[Evidence, dict[str, str]]] = []
         single_lines: set[tuple[str, int]] = set()
-        for i in sorted(idxs):
+        ordered = sorted(idxs)
+        for n, i in enumerate(ordered):
+            if len(found) >= MAX_MATCHES:
+                more[(rule.id, part, ci)] = len(ordered) - n
+                break
             e = ev.lines[i]
             m = pattern.search(e.text)
             if m is None:
@@ -107,12 +131,17 @@ def _line_hits(rules: RuleBase, ev: EvidenceSet) -> dict[tuple[str, str, int], l
     return out
 
 
-def _structured(cond: Condition, items: Sequence[Evidence]) -> list[tuple[Evidence, dict[str, str]]]:
-    """Structured evidence that satisfies a condition; its captures are its plain facts
-    (so explanations can say {xid}, {suspect_ranks}…) plus the pattern's named groups."""
+def _structured(cond: Condition, ev: EvidenceSet, more: list[int]) -> list[tuple[Evidence, dict[str, str]]]:
+    """Structured evidence that satisfies a condition (the first MAX_MATCHES; more[0] counts
+    the rest); its captures are its plain facts (so explanations can say {xid},
+    {suspect_ranks}…) plus the pattern's named groups."""
     out = []
-    for e in items:
-        if e.kind not in cond.kinds or not cond.test_facts(e.facts):
+    for e in ev.of_kinds(cond.kinds):
+        if not cond.test_facts(e.facts):
+            continue
+        if len(out) >= MAX_MATCHES:
+            if cond.pattern is None or cond.pattern.search(e.text) is not None:
+                more[0] += 1
             continue
         caps = {k: str(v) for k, v in e.facts.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
         if cond.pattern is not None:
@@ -124,20 +153,23 @@ def _structured(cond: Condition, items: Sequence[Evidence]) -> list[tuple[Eviden
     return out
 
 
-def _holds(rule: Rule, part: str, ci: int, cond: Condition, hits, ev: EvidenceSet):
+def _holds(rule: Rule, part: str, ci: int, cond: Condition, hits, ev: EvidenceSet, more: list[int] | None = None):
     found = list(hits.get((rule.id, part, ci), [])) if "line" in cond.kinds and cond.pattern is not None else []
     if set(cond.kinds) - {"line"} or cond.pattern is None:
-        found += _structured(cond, ev.items)
+        found += _structured(cond, ev, more if more is not None else [0])
     return found
 
 
 def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
-    hits = _line_hits(rules, ev)
+    line_more: dict[tuple[str, str, int], int] = {}
+    hits = _line_hits(rules, ev, line_more)
     firings: list[Firing] = []
     for rule in rules.rules:
         triggers: list[Match] = []
+        more = [0]
         for ci, cond in enumerate(rule.match):
-            for e, caps in _holds(rule, "match", ci, cond, hits, ev):
+            more[0] += line_more.get((rule.id, "match", ci), 0)
+            for e, caps in _holds(rule, "match", ci, cond, hits, ev, more):
                 if any(_condition_on(u, e) for u in rule.unless):
                     continue
                 triggers.append(Match(rule.id, e, caps, "trigger", ci))
@@ -147,7 +179,8 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
             continue
         supports: list[Match] = []
         for ci, cond in enumerate(rule.support):
-            for e, caps in _holds(rule, "support", ci, cond, hits, ev):
+            more[0] += line_more.get((rule.id, "support", ci), 0)
+            for e, caps in _holds(rule, "support", ci, cond, hits, ev, more):
                 supports.append(Match(rule.id, e, caps, "support", ci))
         triggers.sort(key=lambda t: (t.condition, t.evidence.loc))
         supports.sort(key=lambda t: (t.condition, t.evidence.loc))
@@ -156,7 +189,7 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
             for k, v in t.captures.items():
                 if v and k not in captures:
                     captures[k] = v
-        firings.append(Firing(rule, tuple(triggers), tuple(supports), captures))
+        firings.append(Firing(rule, tuple(triggers), tuple(supports), captures, more[0]))
     return firings
 
 

@@ -104,7 +104,9 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
     scored: list[_Scored] = []
     firings = _drop_explained(firings, exceptions)
     for f in firings:
-        reasoning = [f"rule {f.rule.id} ({f.rule.file}) fired on {len(f.triggers)} line(s); weight {f.rule.weight:.2f}"]
+        more = f" (and {f.more:,} more matches not kept)" if f.more else ""
+        reasoning = [f"rule {f.rule.id} ({f.rule.file}) fired on {len(f.triggers)} line(s){more}; "
+                     f"weight {f.rule.weight:.2f}"]
         score = f.rule.weight
         support_conds = {s.condition for s in f.supports}
         if support_conds:

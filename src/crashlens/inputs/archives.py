@@ -5,6 +5,8 @@ shared by scanning and reopening. Nothing is ever extracted to disk."""
 from __future__ import annotations
 
 import io
+import os
+import stat
 import struct
 import tarfile
 import zipfile
@@ -58,7 +60,16 @@ class FileSource(Source):
         return True
 
     def open_raw(self, context: OpenContext) -> BinaryIO:
-        stream = open(self.path, "rb")
+        # never block: a FIFO or device put in the file's place since it was examined is refused
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError("no longer a regular file")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        stream = open(fd, "rb")
         context.closers.append(stream)
         return stream
 
@@ -81,13 +92,14 @@ class BytesSource(Source):
 class CodecSource(Source):
     parent: Source
     codec: str
+    limit: int | None = None  # content read at most (Limits.max_stream_bytes); None: all of it
 
     @property
     def seekable(self) -> bool:
         return False
 
     def open_raw(self, context: OpenContext) -> BinaryIO:
-        reader = DecodingReader(self.parent.open_raw(context), self.codec)
+        reader = DecodingReader(self.parent.open_raw(context), self.codec, max_out=self.limit)
         context.closers.append(reader)
         context.checked.append(reader)
         return io.BufferedReader(reader, 64 * 1024)  # type: ignore[return-value]

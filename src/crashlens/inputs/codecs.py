@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Protocol
 import lz4.frame
 import zstandard
 
-from .limits import ScanBudget, ScanLimitReached
+from .limits import ScanBudget, ScanLimitReached, human_bytes
 
 CODECS = ("gzip", "xz", "bz2", "zstd", "lz4")
 READ_SIZE = 64 * 1024
@@ -198,9 +198,11 @@ class DecodingReader(io.RawIOBase):
     (during scanning) an exhausted budget end the stream; `error` then says why.
     """
 
-    def __init__(self, source: BinaryIO, codec: str, budget: ScanBudget | None = None) -> None:
+    def __init__(self, source: BinaryIO, codec: str, budget: ScanBudget | None = None,
+                 max_out: int | None = None) -> None:
         super().__init__()
         self.codec = codec
+        self.max_out = max_out  # content beyond this many bytes ends the stream, with `error` set
         self.error: str | None = None
         self.bytes_out = 0
         self._source = source
@@ -218,8 +220,21 @@ class DecodingReader(io.RawIOBase):
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         if self._done or len(buffer) == 0:
             return 0
+        want = len(buffer)
+        if self.max_out is not None:
+            want = min(want, self.max_out - self.bytes_out)
+            if want <= 0:
+                self._done = True
+                try:
+                    more = bool(self._decode(1))  # more content than allowed, or just the end?
+                except Exception:
+                    more = True
+                if more:
+                    self.error = self.error or (f"{self.codec} content beyond {human_bytes(self.max_out)} not read "
+                                                "(the limit for a compressed input)")
+                return 0
         try:
-            data = self._decode(len(buffer))
+            data = self._decode(want)
         except ScanLimitReached:
             raise
         except _SourceError as exc:

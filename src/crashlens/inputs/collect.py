@@ -3,6 +3,7 @@ what every input is from its content."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -19,6 +20,7 @@ from .archives import (
 )
 from .codecs import DecodingReader
 from .detect import classify, detect_codec, detect_container
+from .notes import summarise_notes
 from .limits import DEFAULT_LIMITS, Limits, ScanBudget, ScanLimitReached, human_bytes
 from .streams import (
     Checked, MeteredReader, OpenContext, PrefixedReader, SliceReader, TooLarge, failed_stream, one_line,
@@ -27,6 +29,9 @@ from .streams import (
 
 _ArchiveKey = tuple[str, Any, bytes]
 _MAX_DIR_DEPTH = 256
+# Never read through a folder walk: kernel pseudo-files (the process's own environment) and devices.
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+_PIPE_WAIT = 10  # seconds a FIFO given by name may take to bring its first bytes
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -52,7 +57,7 @@ def collect_inputs(
         except _InputLimitReached:
             scanner.notes.append(f"input limit of {limits.max_inputs} reached; remaining inputs not examined")
             break
-    return scanner.inputs, scanner.notes
+    return scanner.inputs, summarise_notes(scanner.notes)
 
 
 class _SkipNotes:
@@ -80,6 +85,8 @@ class _Scanner:
         self.inputs: list[InputFile] = []
         self.notes: list[str] = []
         self.budget = ScanBudget(limits.max_scan_bytes)
+        self._root = "/"  # the folder being walked (its real path)
+        self.content_used = 0  # archive member bytes accepted for the path being examined
 
     # -- given paths, directories, files ---------------------------------------------------
 
@@ -87,6 +94,7 @@ class _Scanner:
         real = os.fsdecode(path)
         display = _display(real)
         self.budget = ScanBudget(self.limits.max_scan_bytes)
+        self.content_used = 0
         found = len(self.inputs)
         try:
             try:
@@ -95,6 +103,7 @@ class _Scanner:
                 self._unreadable(display, _reason(exc))
                 return
             if stat.S_ISDIR(st.st_mode):
+                self._root = os.path.realpath(real)
                 self._walk(real, display, frozenset({(st.st_dev, st.st_ino)}))
             elif stat.S_ISREG(st.st_mode):
                 self._file(real, display)
@@ -110,7 +119,9 @@ class _Scanner:
             self.notes.append(f"{display}: stopped by an internal error: {one_line(exc)}")
 
     def _walk(self, path: str, shown: str, ancestors: frozenset[tuple[int, int]]) -> None:
-        """Regular files under path in sorted order; symlinks to directories are not followed."""
+        """Regular files under path in sorted order; symlinks to directories are not followed,
+        nor symlinks that leave the folder given (an artifact's `env.log -> /proc/self/environ`
+        or `-> /etc/passwd`); nothing under /proc, /sys or /dev is read."""
         if len(ancestors) > _MAX_DIR_DEPTH:
             self.notes.append(f"{shown}: skipped, directories nested deeper than {_MAX_DIR_DEPTH}")
             return
@@ -129,7 +140,10 @@ class _Scanner:
                     except OSError:
                         self.notes.append(f"{child_shown}: skipped, broken symlink")
                         continue
-                    if stat.S_ISDIR(target.st_mode):
+                    resolved = os.path.realpath(entry.path)
+                    if not _inside(resolved, self._root) or _inside_any(resolved, _PSEUDO_ROOTS):
+                        self.notes.append(f"{child_shown}: skipped, symlink that leaves the folder")
+                    elif stat.S_ISDIR(target.st_mode):
                         self.notes.append(f"{child_shown}: skipped, symlink to a directory")
                     elif stat.S_ISREG(target.st_mode):
                         self._file(entry.path, child_shown)
@@ -143,6 +157,9 @@ class _Scanner:
                     else:
                         self._walk(entry.path, child_shown, ancestors | {key})
                 elif entry.is_file(follow_symlinks=False):
+                    if _inside_any(self._root, _PSEUDO_ROOTS):
+                        self.notes.append(f"{child_shown}: skipped, a kernel pseudo-file")
+                        continue
                     self._file(entry.path, child_shown)
                 else:
                     self.notes.append(f"{child_shown}: skipped, not a regular file")
@@ -151,9 +168,12 @@ class _Scanner:
 
     def _file(self, path: str, display: str) -> None:
         try:
-            stream = open(path, "rb")
+            stream = _open_regular(path)
         except OSError as exc:
             self._unreadable(display, _reason(exc))
+            return
+        if stream is None:  # replaced by a FIFO or device since it was listed
+            self._unreadable(display, "not a regular file")
             return
         with stream:
             try:
@@ -166,7 +186,15 @@ class _Scanner:
         """A pipe or character device given by name (/dev/stdin): read once into memory."""
         limit = self.limits.max_member_bytes
         try:
-            with open(path, "rb") as stream:
+            # O_NONBLOCK: opening a FIFO that has no writer does not wait for one; reads then
+            # block as usual (a FIFO without a writer reads as empty, a pipe to its end)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            with open(fd, "rb") as stream:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode) and not _wait_readable(fd, _PIPE_WAIT):
+                    self._emit(display, "empty", 0, BytesSource(b""), f"nothing written to it within {_PIPE_WAIT} s "
+                               "(no writer?); not read", {}, loud=True)
+                    return
+                os.set_blocking(fd, True)
                 data = read_prefix(stream, limit + 1)
         except OSError as exc:
             self._unreadable(display, _reason(exc))
@@ -209,7 +237,8 @@ class _Scanner:
         codec = detect_codec(prefix)
         if codec is not None and len(codecs) < self.limits.max_codec_layers:
             reader = DecodingReader(PrefixedReader(prefix, live), codec, self.budget)
-            self._visit(name, CodecSource(source, codec), reader, None, depth, codecs + (codec,), ancestors,
+            limit = self.limits.max_bz2_stream_bytes if codec == "bz2" else self.limits.max_stream_bytes
+            self._visit(name, CodecSource(source, codec, limit), reader, None, depth, codecs + (codec,), ancestors,
                         checked + (reader,))
             return
         facts: dict[str, Any] = {"codecs": list(codecs)} if codecs else {}
@@ -225,6 +254,8 @@ class _Scanner:
 
         kind, found = classify(prefix)
         facts.update(found)
+        if kind == "elf-core" and isinstance(source, CodecSource):
+            source = dataclasses.replace(source, limit=self.limits.max_core_stream_bytes)
         note = ""
         if error:
             facts["truncated"] = True
@@ -312,11 +343,16 @@ class _Scanner:
                                   f"first {limits.max_members} read")
                 infos = infos[:limits.max_members]
             skipped = _SkipNotes(self.notes, name, limits.max_notes_per_archive)
+            overlapping = _overlapping(infos)
             for info in infos:
                 what = zip_entry_kind(info)
                 if what == "dir":
                     continue
                 member = f"{name}!{_display(info.filename)}"
+                if id(info) in overlapping:
+                    what = "its data overlaps another member's (a zip bomb's overlapping entries)"
+                elif what == "file":
+                    what = self._content_refusal(info.file_size)
                 if what != "file":
                     skipped.add(member, what)
                     continue
@@ -355,6 +391,8 @@ class _Scanner:
                 if what == "dir":
                     continue
                 member = f"{name}!{_display(_strip_dot(info.name))}"
+                if what == "file":
+                    what = self._content_refusal(info.size)
                 if what != "file":
                     skipped.add(member, what)
                     continue
@@ -385,6 +423,14 @@ class _Scanner:
         elif members == 0 and failure is None:
             self.notes.append(f"{name}: archive has no regular files")
 
+    def _content_refusal(self, size: int) -> str:
+        """"file" if an archive member of `size` bytes fits the content budget of the path
+        being examined (what an analysis will decompress), else why it is skipped."""
+        if self.content_used + size > self.limits.max_archive_bytes:
+            return f"archive content beyond {human_bytes(self.limits.max_archive_bytes)}"
+        self.content_used += size
+        return "file"
+
     # -- results --------------------------------------------------------------------------
 
     def _emit(self, name: str, kind: str, size: int | None, source: Source, note: str, facts: dict[str, Any],
@@ -409,6 +455,53 @@ def _display(name: str) -> str:
     if any("\udc80" <= ch <= "\udcff" for ch in name):
         name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+
+
+def _overlapping(infos: Sequence[zipfile.ZipInfo]) -> set[int]:
+    """ids of the zip entries whose local header or data lies inside an earlier entry's (the
+    overlapping entries of a non-recursive zip bomb: thousands of names, one member's data)."""
+    out: set[int] = set()
+    end = -1
+    for info in sorted(infos, key=lambda i: i.header_offset):
+        if info.is_dir() and not info.compress_size:
+            continue
+        if info.header_offset < end:
+            out.add(id(info))
+            continue
+        end = info.header_offset + 30 + info.compress_size  # less its name: never a false alarm
+    return out
+
+
+def _wait_readable(fd: int, seconds: float) -> bool:
+    """Whether a FIFO has data (or its writer came and went) within `seconds`."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
+
+def _open_regular(path: str) -> BinaryIO | None:
+    """`path` opened for reading if it is a regular file (None if it is not), without
+    blocking on a FIFO or device swapped in after it was listed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _inside_any(path: str, roots: Sequence[str]) -> bool:
+    return any(_inside(path, r) for r in roots)
 
 
 def _strip_dot(name: str) -> str:

@@ -19,6 +19,12 @@ class Limits:
     max_member_bytes: int = 64 * MiB  # a member that must be held in memory (a zip in a stream)
     max_ratio: float = 200.0  # expanded/compressed size above which a nested archive is not opened
     max_scan_bytes: int = 4 * GiB  # bytes decompressed while examining one given path
+    max_archive_bytes: int = 2 * GiB  # archive members (their stated sizes) taken from one given path
+    # content of a compressed input read when it is analysed (the rest is noted, not read): what
+    # can be decompressed in ~10-20 s (bz2 decodes 5-10x slower than the others)
+    max_stream_bytes: int = 1 * GiB
+    max_bz2_stream_bytes: int = 256 * MiB
+    max_core_stream_bytes: int = 4 * GiB  # a compressed core, spilled to a temporary file (sparse)
     max_inputs: int = 100_000  # InputFiles returned by one call
     max_zip_directory_bytes: int = 32 * MiB  # a zip central directory larger than this is refused
     max_header_bytes: int = 1 * MiB  # a tar pax/long-name header larger than this ends the archive

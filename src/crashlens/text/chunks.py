@@ -74,8 +74,10 @@ def read_head(stream, limit: int) -> bytes | bytearray:
     """Up to ``limit`` bytes from the start of the stream (fewer at its end)."""
     pieces = []
     got = 0
+    step = 64 << 10  # small first: a small input must not cost a chunk-sized buffer
     while got < limit:
-        want = min(limit - got, CHUNK_SIZE)
+        want = min(limit - got, step, CHUNK_SIZE)
+        step = min(step * 4, CHUNK_SIZE)
         buf = bytearray(want)
         with memoryview(buf) as mv:
             n = read_into(stream, mv, want)

@@ -213,7 +213,7 @@ def plan_ranges(stream, full_below: int) -> Plan | None:
 
 
 def scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int, final: bool,
-                before: int, after: int, ml: int, threaded: bool):
+                before: int, after: int, ml: int, threaded: bool, quota: int | None = None):
     """Scan the lines of one range (offsets relative to ``fbase``).
 
     Returns (number of lines, runs, long lines, start of the last line, end):
@@ -221,7 +221,14 @@ def scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int,
     the first and of the last anchor line of the run), a run being anchor
     lines whose windows touch; ``long lines`` triples (offset, index, length)
     of the lines that were streamed; indexes count from 0 at the range start.
+    With ``quota``, hits are no longer looked for once the windows of this range cover
+    that many lines (select_lines' ``max_kept``: later lines could only be dropped).
     """
+    saturable = None
+    if quota is not None:
+        from .select import Saturable
+
+        matcher = saturable = Saturable(matcher)
     first = bytearray(first_end - s)
     with memoryview(first) as mv:
         if _pread_into(fd, mv, fbase + s) != len(first):
@@ -248,8 +255,12 @@ def scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int,
     last_start = s
     gap = before + after + 1  # windows of anchor lines this far apart touch
     r_off = r_first = r_last = -1  # the current run
+    covered = 0  # lines of the windows of the runs closed so far
     try:
         for ev in events:
+            if saturable is not None and saturable.on:
+                now = covered + (r_last - r_first + 1 + before + after if r_first >= 0 else 0)
+                saturable.on = now < quota  # type: ignore[operator]
             if ev[0] is chunks.BLOCK:
                 _k, ba, start, end, ends, base = ev
                 count = ba.count
@@ -264,6 +275,7 @@ def scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int,
                         continue
                     if r_first >= 0:
                         runs.extend((r_off, r_first, r_last))
+                        covered += r_last - r_first + 1 + before + after
                     i = ba.rfind(NL, start, e)
                     r_off = base + (start if i < 0 else i + 1)
                     r_first = r_last = line
@@ -280,6 +292,7 @@ def scan_range(matcher, fd: int, fbase: int, s: int, first_end: int, limit: int,
                     else:
                         if r_first >= 0:
                             runs.extend((r_off, r_first, r_last))
+                            covered += r_last - r_first + 1 + before + after
                         r_off, r_first, r_last = off, lines, lines
                 last_start = off
                 lines += 1
@@ -459,7 +472,7 @@ class FileLines:
 
 
 def select_ranges(plan: Plan, matcher, stream, before: int, after: int, head: int, tail: int,
-                  ml: int, st: SelectStats) -> Iterator[tuple[int, str]]:
+                  ml: int, st: SelectStats, quota: int | None = None) -> Iterator[tuple[int, str]]:
     """Scan the byte ranges of ``plan`` in worker processes and here, then
     read (with pread) only the lines to yield (those select_lines would yield
     for these arguments).  ``matcher`` is compiled before forking: the workers
@@ -470,7 +483,7 @@ def select_ranges(plan: Plan, matcher, stream, before: int, after: int, head: in
     def job(i: int, threaded: bool):
         s, first_end, limit, final = ranges[i]
         return scan_range(matcher, plan.fd, plan.base, s, first_end, limit, final,
-                          before, after, ml, threaded)
+                          before, after, ml, threaded, quota)
 
     kids: dict[int, tuple[int, int]] = {}  # range index -> (pid, read end of its pipe)
     results: list = [None] * len(ranges)

@@ -50,6 +50,7 @@ class SelectStats:
     mode: str = "full"  # "full" (every line) or "selected"
     engine: str = ""  # "hyperscan" or "regex"
     regex_anchors: int = 0  # anchors that had to be run with the regex module
+    dropped_lines: int = 0  # selected lines dropped by max_kept (between the first ones and the tail)
 
 
 def select_lines(
@@ -62,6 +63,8 @@ def select_lines(
     head: int = 300,
     tail: int = 3000,
     max_line: int = 65536,
+    full_lines: int | None = None,
+    max_kept: int | None = None,
     stats: SelectStats | None = None,
 ) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for the lines of ``stream`` worth keeping.
@@ -74,6 +77,13 @@ def select_lines(
     ``tail`` lines and the window ``[n - before, n + after]`` around every line
     ``n`` that an anchor matches are yielded.  A line longer than ``max_line``
     bytes is cut there and gets the suffix ``" …[cut N bytes]"``.
+
+    Two bounds for dense input (the cost of a line is paid per line, however short):
+    ``full_lines``: a small stream of more lines than this is selected like a large
+    one, not yielded whole (8 MiB of empty lines are 8 million lines).
+    ``max_kept``: at most this many lines are yielded: the first ``max_kept - tail``
+    selected lines and the last ``tail`` ones (when every line is an anchor line, the
+    windows cover the whole stream); ``stats.dropped_lines`` counts the rest.
 
     Invalid anchors raise ``ValueError`` when this function is called.  The
     stream is read lazily by the returned iterator, in 16 MiB chunks (a large
@@ -94,10 +104,67 @@ def select_lines(
     use_hs = hsdb.available()
     stats.engine = "hyperscan" if use_hs else "regex"
     sel = _Selector(stream, (anchors, use_hs), before, after, head, tail, max_line, stats)
-    return sel.run(full_below)
+    sel.full_lines = full_lines
+    if max_kept is not None:
+        sel.quota = max(max_kept - tail, 1)
+    lines = sel.run(full_below)
+    if max_kept is not None:
+        return _cap(lines, max(max_kept, tail, 1), tail, stats)
+    return lines
+
+
+def _cap(lines: Iterator[tuple[int, str]], max_kept: int, tail: int, stats: SelectStats
+         ) -> Iterator[tuple[int, str]]:
+    """The first max_kept - tail lines, then (at the end) the last tail lines."""
+    from collections import deque
+
+    first = max_kept - tail
+    try:
+        for i, item in enumerate(lines):
+            if i < first:
+                yield item
+                continue
+            ring: deque = deque([item], maxlen=tail) if tail else deque(maxlen=0)
+            n = 1
+            for item in lines:
+                ring.append(item)
+                n += 1
+            stats.dropped_lines = n - len(ring)
+            stats.kept_lines -= stats.dropped_lines
+            yield from ring
+            return
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
 
 
 _cache = threading.local()
+
+
+class Saturable:
+    """A matcher that stops reporting anchor lines once switched off (``on = False``): when
+    the windows already cover the lines ``max_kept`` allows, later hits could only be
+    dropped, and scanning for them costs a callback per hit."""
+
+    def __init__(self, matcher: AnchorMatcher) -> None:
+        self.matcher = matcher
+        self.n_regex = matcher.n_regex
+        self.on = True
+
+    def scan(self, mv: memoryview, start: int, end: int) -> list[int]:
+        return self.matcher.scan(mv, start, end) if self.on else []
+
+    def long_line(self):
+        return self.matcher.long_line() if self.on else _NoHit()
+
+
+class _NoHit:
+    def feed(self, piece) -> None:
+        pass
+
+    def finish(self) -> bool:
+        return False
 
 
 def _get_matcher(key: tuple[tuple[str, ...], bool]) -> AnchorMatcher:
@@ -126,6 +193,10 @@ class _Selector:
         self.tail = tail
         self.max_line = max_line
         self.stats = stats
+        self.full_lines: int | None = None
+        self.quota: int | None = None  # window lines after which hits are no longer looked for
+        self.saturable: Saturable | None = None
+        self.covered = head  # lines the windows cover so far
         self.keep = max(before, tail)  # lines the ring must hold
         self.M = 0  # number of complete lines processed
         self.ring: list[bytes] = []  # lines M-len(ring)+1 .. M, each cut to max_line
@@ -184,12 +255,14 @@ class _Selector:
         # Enough of the stream to decide between full and selected mode.
         first = chunks.read_head(self.stream, max(full_below, 0))
         st.total_bytes = len(first)
-        if len(first) < full_below:
+        if len(first) < full_below and (self.full_lines is None or first.count(NL) <= self.full_lines):
             yield from self._full(first)
             return
         st.mode = "selected"
         matcher = _get_matcher(self.matcher_key)
         st.regex_anchors = matcher.n_regex
+        if self.quota is not None:
+            matcher = self.saturable = Saturable(matcher)  # type: ignore[assignment]
         stream = self.stream
 
         def read(mv: memoryview) -> int:
@@ -212,7 +285,7 @@ class _Selector:
     def _run_parallel(self, plan: parallel.Plan) -> Iterator[tuple[int, str]]:
         matcher = _get_matcher(self.matcher_key)  # compiled before forking: inherited
         yield from parallel.select_ranges(plan, matcher, self.stream, self.before, self.after, self.head,
-                                          self.tail, self.max_line, self.stats)
+                                          self.tail, self.max_line, self.stats, self.quota)
 
     # -------------------------------------------------------------- sequential
 
@@ -233,6 +306,7 @@ class _Selector:
         count = ba.count
         # 1. windows around anchor lines (counting newlines in one pass)
         pos, line, prev = start, first, -1
+        covered = self.covered
         for e in ends:
             if e <= prev:
                 continue
@@ -241,11 +315,16 @@ class _Selector:
             a, b = line - before, line + after
             if iv and a <= iv[-1][1] + 1:
                 if b > iv[-1][1]:
+                    covered += b - iv[-1][1]
                     iv[-1][1] = b
                 continue
             if a < 1:
                 a = 1
+            covered += b - a + 1
             iv.append([a, b, _back_lines(ba, start, e, line - a) if a >= first else None])
+        self.covered = covered
+        if self.saturable is not None and covered >= self.quota:  # type: ignore[operator]
+            self.saturable.on = False
         last = line - 1 + count(NL, pos, end)
         self.stats.total_lines = last
         # 2. lines no longer needed for the tail or a later window
