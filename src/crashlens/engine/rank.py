@@ -56,15 +56,59 @@ def _within(e: Evidence, exc: Evidence) -> bool:
     return exc.loc.line <= e.loc.line <= end
 
 
+class _Spans:
+    """Evidence line spans per source, sorted by first line, with the running maximum of their
+    last lines: which spans hold a line, or overlap a range, in O(log n) (a log of 50k
+    tracebacks would otherwise make ranking quadratic)."""
+
+    def __init__(self, items: Sequence[Evidence]) -> None:
+        by_source: dict[str, list[tuple[int, int, int, Evidence]]] = {}
+        for i, e in enumerate(items):
+            by_source.setdefault(e.loc.source, []).append((e.loc.line, i, e.loc.end_line or e.loc.line, e))
+        self.spans: dict[str, tuple[list[int], list[int], list[tuple[int, int, int, Evidence]]]] = {}
+        for source, rows in by_source.items():
+            rows.sort(key=lambda r: (r[0], r[1]))
+            top, tops = -1, []
+            for r in rows:
+                top = max(top, r[2])
+                tops.append(top)
+            self.spans[source] = ([r[0] for r in rows], tops, rows)
+
+    def holder(self, source: str, line: int) -> Evidence | None:
+        """The span holding `line` that starts last (the later one of equal starts)."""
+        import bisect
+
+        found = self.spans.get(source)
+        if found is None:
+            return None
+        starts, tops, rows = found
+        j = bisect.bisect_right(starts, line) - 1
+        while j >= 0 and tops[j] >= line:
+            if rows[j][2] >= line:
+                return rows[j][3]
+            j -= 1
+        return None
+
+    def overlaps(self, e: Evidence) -> bool:
+        import bisect
+
+        found = self.spans.get(e.loc.source)
+        if found is None:
+            return False
+        starts, tops, _rows = found
+        i = bisect.bisect_right(starts, e.loc.end_line or e.loc.line)
+        return i > 0 and tops[i - 1] >= e.loc.line
+
+
+_exception_spans: list = [None, None]  # (the exceptions list it was built for, its _Spans)
+
+
 def _exception_of(e: Evidence, exceptions: Sequence[Evidence]) -> Evidence | None:
     if e.kind == "exception":
         return e
-    best = None
-    for exc in exceptions:
-        if exc.kind == "exception" and _within(e, exc):
-            if best is None or exc.loc.line >= best.loc.line:
-                best = exc
-    return best
+    if _exception_spans[0] is not exceptions:
+        _exception_spans[:] = [exceptions, _Spans([x for x in exceptions if x.kind == "exception"])]
+    return _exception_spans[1].holder(e.loc.source, e.loc.line)
 
 
 def _overlaps(a: Evidence, b: Evidence) -> bool:
@@ -79,12 +123,13 @@ def _drop_explained(firings: Sequence[Firing], exceptions: Sequence[Evidence]) -
     an exception chain of which another exception is explained, are dropped."""
     from dataclasses import replace
 
-    specific = [m.evidence for f in firings if not f.rule.fallback for m in f.triggers]
-    if not specific:
+    specific_list = [m.evidence for f in firings if not f.rule.fallback for m in f.triggers]
+    if not specific_list:
         return list(firings)
+    specific = _Spans(specific_list)
     chains = {}
     for exc in exceptions:
-        if exc.kind == "exception" and any(_overlaps(exc, e) for e in specific):
+        if exc.kind == "exception" and specific.overlaps(exc):
             chains[exc.facts.get("chain")] = True
     out = []
     for f in firings:
@@ -92,7 +137,7 @@ def _drop_explained(firings: Sequence[Firing], exceptions: Sequence[Evidence]) -
             out.append(f)
             continue
         keep = tuple(m for m in f.triggers
-                     if not any(_overlaps(m.evidence, e) for e in specific)
+                     if not specific.overlaps(m.evidence)
                      and not (m.evidence.kind == "exception" and chains.get(m.evidence.facts.get("chain"))))
         if keep:
             out.append(replace(f, triggers=keep) if len(keep) != len(f.triggers) else f)

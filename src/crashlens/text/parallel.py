@@ -550,16 +550,35 @@ def select_ranges(plan: Plan, matcher, stream, before: int, after: int, head: in
             known, off = points[j]
         return reader.lines(a, b, reader.back(off, known - a) if known > a else off)
 
+    t0 = max(1, n_total - tail + 1) if tail > 0 else n_total + 1
+    emitted = 0
+
+    def emit_capped(a: int, b: int, known: int, off: int):
+        """emit, but with ``quota`` only its first lines before the tail (select_lines'
+        max_kept: the later ones would be dropped)."""
+        nonlocal emitted
+        if quota is None:
+            yield from emit(a, b, known, off)
+            return
+        hi = min(b, t0 - 1)
+        if hi >= a and emitted < quota:
+            hi = min(hi, a + quota - emitted - 1)
+            emitted += hi - a + 1
+            yield from emit(a, hi, known, off)
+        lo = max(a, t0)
+        if lo <= b:
+            yield from (emit(lo, b, points[-1][0], points[-1][1]) if lo > a else emit(a, b, known, off))
+
     a = b = known = off = -1
     for wa, wb, wk, wo in heapq.merge(ends, windows()):
         if a > 0 and wa <= b + 1:  # touches the window being merged
             b = max(b, wb)
             continue
         if a > 0:
-            yield from emit(a, b, known, off)
+            yield from emit_capped(a, b, known, off)
         a, b, known, off = wa, wb, wk, wo
     if a > 0:
-        yield from emit(a, b, known, off)
+        yield from emit_capped(a, b, known, off)
     try:  # leave the stream at its end, as the sequential path does
         if stream.seekable():
             stream.seek(plan.base + plan.size)
