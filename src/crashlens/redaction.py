@@ -74,6 +74,11 @@ class NearFormat:
     value: re.Pattern[str]
     lines: int | None  # None: anywhere in the report once the context was seen
     stub: re.Pattern[str] | None = None  # the value cut short (before … or ... or at the end of a text)
+    keywords: tuple[str, ...] = ()  # lower-case; one of them is in every text the context matches
+
+    def seen_in(self, text: str, low: str | None = None) -> bool:
+        low = text.lower() if low is None else low
+        return (not self.keywords or any(k in low for k in self.keywords)) and self.context.search(text) is not None
 
 
 class FormatError(ValueError):
@@ -121,6 +126,17 @@ def formats() -> tuple[SecretFormat, ...]:
 
 
 @cache
+def _any_keyword() -> re.Pattern[str]:
+    """One pattern for every keyword of every format (a cheap first test of a short text); a
+    format without keywords makes it match everything."""
+    fs = formats()
+    if any(not f.keywords for f in fs):
+        return re.compile("")
+    words = sorted({k for f in fs for k in f.keywords}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(k) for k in words))
+
+
+@cache
 def near_formats() -> tuple[NearFormat, ...]:
     out = []
     for f in _doc().get("near") or ():
@@ -128,7 +144,8 @@ def near_formats() -> tuple[NearFormat, ...]:
         lines = f.get("lines", 3)
         out.append(NearFormat(fid, str(f["kind"]), str(f.get("source", "")), _compile(fid, "context", f["context"]),
                               _compile(fid, "value", f["value"]), None if lines == "all" else int(lines),
-                              _compile(fid, "stub", f["stub"]) if f.get("stub") else None))
+                              _compile(fid, "stub", f["stub"]) if f.get("stub") else None,
+                              tuple(str(k).lower() for k in f.get("keywords") or ())))
     return tuple(out)
 
 
@@ -136,6 +153,38 @@ def near_formats() -> tuple[NearFormat, ...]:
 KINDS: dict[str, tuple[str, str]] = kinds()
 
 Counts = dict[str, int]
+
+GATE_CHARS = 1 << 16  # above this, a pattern runs only on the lines that hold one of its keywords
+
+
+def _gated(text: str, keywords: Iterable[str], fn: Callable[[str], str], low: str | None = None) -> str:
+    """fn(text) when one of the lower-case keywords occurs in it. A large text: fn on the lines
+    that hold a keyword only (every pattern gated so is line-local), which keeps redaction of a
+    large report linear in its size instead of one regex scan per format."""
+    low = text.lower() if low is None else low
+    if len(text) <= GATE_CHARS or len(low) != len(text):
+        return fn(text) if any(k in low for k in keywords) else text
+    hits: list[int] = []
+    for k in keywords:
+        i = low.find(k)
+        while i != -1:
+            hits.append(i)
+            i = low.find(k, i + 1)
+    if not hits:
+        return text
+    out: list[str] = []
+    pos = 0
+    for i in sorted(hits):
+        if i < pos:
+            continue
+        start = text.rfind("\n", 0, i) + 1
+        end = text.find("\n", i)
+        end = len(text) if end == -1 else end
+        out.append(text[pos:start])
+        out.append(fn(text[start:end]))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _placeholder(value: str) -> bool:
@@ -227,6 +276,7 @@ _SECRET_END = r"(?i:token|secret|passw(?:or)?d|pwd|pass|passphrase|key|credentia
 _ASSIGN = re.compile(r"""(?P<pre>(?<![\w.\-/])(?P<q>["']?)(?P<name>(?:[A-Za-z_][A-Za-z0-9_.\-]*?)?""" + _SECRET_END + r""")(?P=q)
                          (?P<sep>[ \t]*(?::|=|=>|\s:=)[ \t]*))
                          (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|,;&}\])]+)""", re.X)
+_ASSIGN_KEYWORDS = ("token", "secret", "pass", "pwd", "key", "credential")
 _FLAG = re.compile(r"""(?P<pre>(?<![\w\-])--(?P<name>(?:[A-Za-z][A-Za-z0-9_.\-]*?)?""" + _SECRET_END + r""")(?P<sep>=|[ \t]+))
                        (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|\-][^\s"'`|]*)""", re.X)
 
@@ -262,6 +312,7 @@ class Redactor:
     def __init__(self, *, emails: bool = False, home_users: bool = False, hostnames: bool | Iterable[str] = False,
                  extra: Iterable[str] = ()) -> None:
         self.seen: dict[str, set[str]] = {}
+        self._by_head: dict[tuple[str, str], set[str]] = {}
         self.options_emails = emails
         self.options_home = home_users
         self.options_hosts = bool(hostnames)
@@ -278,12 +329,16 @@ class Redactor:
     def add(self, kind: str, value: str = "") -> None:
         seen = self.seen.setdefault(kind, set())
         if len(value) >= 8:  # a value cut short by a renderer and the whole value are one item
-            for other in list(seen):
-                if len(other) >= 8 and (other.startswith(value) or value.startswith(other)):
+            same = self._by_head.setdefault((kind, value[:8]), set())  # both share their first 8 characters
+            for other in list(same):
+                if other.startswith(value) or value.startswith(other):
                     if len(value) > len(other):
                         seen.discard(other)
+                        same.discard(other)
                         seen.add(value)
+                        same.add(value)
                     return
+            same.add(value)
         seen.add(value)
 
     def learn(self, text: str) -> None:
@@ -294,8 +349,9 @@ class Redactor:
         before = (len(self.hosts), len(self.contexts))
         if self.options_hosts:
             self.hosts |= _detect_hosts(text)
+        low = text.lower()
         for f in near_formats():
-            if f.lines is None and f.id not in self.contexts and f.context.search(text):
+            if f.lines is None and f.id not in self.contexts and f.seen_in(text, low):
                 self.contexts.add(f.id)
         if (len(self.hosts), len(self.contexts)) != before:
             self._memo.clear()
@@ -371,8 +427,7 @@ class Redactor:
         """A copy of an Analysis (any frozen dataclass) with every string in it redacted: what a
         renderer then cuts, wraps or shortens holds no secret. Contexts are learnt from every
         string first (an AWS key id in the command line makes a secret in the error line one)."""
-        for text in _strings(a):
-            self.learn(text)
+        self.learn("\n".join(_strings(a)))
         return self._walk(a)
 
     def signature(self, sig: Any) -> Any:
@@ -489,16 +544,16 @@ class Redactor:
             self.add("auth-header", m.group(3))
             return m.group(1) + m.group(2) + R
 
-        if re.search(r"(?i)authorization", text):
-            text = _AUTH.sub(header, text)
-        if re.search(r"(?i)bearer", text):
-            text = _BEARER.sub(bearer, text)
+        text = _gated(text, ("authorization",), lambda t: _AUTH.sub(header, t))
+        text = _gated(text, ("bearer",), lambda t: _BEARER.sub(bearer, t))
         return text
 
     def tokens(self, text: str) -> str:
         """The token formats of data/secrets.yaml (and tokens cut short: `glpat-AbCd…`), `.netrc`
         passwords."""
         low = text.lower()
+        if len(text) <= GATE_CHARS and not _any_keyword().search(low):
+            return text if "machine" not in text else self._netrc(text)
         for f in formats():
             if f.keywords and not any(k in low for k in f.keywords):
                 continue
@@ -510,28 +565,36 @@ class Redactor:
                 self.add(f.kind, m.group("pre") + val)
                 return m.group("pre") + R
 
-            text = f.pattern.sub(repl, text)
-            if f.stub is not None:
-                text = f.stub.sub(repl, text)
-        if "machine" in text:
-            def netrc(m: re.Match[str]) -> str:
-                if _placeholder(m.group(2)):
-                    return m.group(0)
-                self.add("wandb-key" if "wandb" in m.group(1) else "secret", m.group(2))
-                return m.group(1) + R
+            def sub(t: str, f: SecretFormat = f, repl: Callable[[re.Match[str]], str] = repl) -> str:
+                t = f.pattern.sub(repl, t)
+                return f.stub.sub(repl, t) if f.stub is not None else t
 
-            text = _NETRC.sub(netrc, text)
-        return text
+            new = _gated(text, f.keywords, sub, low) if f.keywords else sub(text)
+            if new != text:
+                text, low = new, new.lower()
+        return self._netrc(text) if "machine" in text else text
+
+    def _netrc(self, text: str) -> str:
+        def netrc(m: re.Match[str]) -> str:
+            if _placeholder(m.group(2)):
+                return m.group(0)
+            self.add("wandb-key" if "wandb" in m.group(1) else "secret", m.group(2))
+            return m.group(1) + R
+
+        return _NETRC.sub(netrc, text)
 
     def _near_lines(self, text: str) -> dict[str, list[int] | None]:
         """For each near format whose context is in this text (or was seen in the report): the
         lines of the context (None: the whole text)."""
         out: dict[str, list[int] | None] = {}
         newlines: list[int] | None = None
+        low = text.lower()
         for f in near_formats():
             if f.lines is None:
                 if f.id in self.contexts:
                     out[f.id] = None
+                continue
+            if f.keywords and not any(k in low for k in f.keywords):
                 continue
             hits = [m.start() for m in f.context.finditer(text)]
             if not hits:
@@ -616,9 +679,9 @@ class Redactor:
         def flag(m: re.Match[str]) -> str:
             return value_repl(m, _name_kind(m.group("name"), colon=False))
 
-        text = _ASSIGN.sub(assign, text)
+        text = _gated(text, _ASSIGN_KEYWORDS, lambda t: _ASSIGN.sub(assign, t))
         if "--" in text:
-            text = _FLAG.sub(flag, text)
+            text = _gated(text, _ASSIGN_KEYWORDS, lambda t: _FLAG.sub(flag, t) if "--" in t else t)
         return text
 
     # --- optional: personal data -----------------------------------------------------------
