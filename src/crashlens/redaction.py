@@ -277,6 +277,8 @@ _ASSIGN = re.compile(r"""(?P<pre>(?<![\w.\-/])(?P<q>["']?)(?P<name>(?:[A-Za-z_][
                          (?P<sep>[ \t]*(?::|=|=>|\s:=)[ \t]*))
                          (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|,;&}\])]+)""", re.X)
 _ASSIGN_KEYWORDS = ("token", "secret", "pass", "pwd", "key", "credential")
+# a cheap first test for _ASSIGN (which starts with a look-behind, so the regex engine tries it everywhere)
+_ASSIGN_HINT = re.compile(r"(?i)(?:token|secret|pass|pwd|key|credential)[\w.\-]*[\"']?[ \t]*(?::|=)")
 _FLAG = re.compile(r"""(?P<pre>(?<![\w\-])--(?P<name>(?:[A-Za-z][A-Za-z0-9_.\-]*?)?""" + _SECRET_END + r""")(?P<sep>=|[ \t]+))
                        (?P<val>"[^"\n]*"|'[^'\n]*'|[^\s"'`|\-][^\s"'`|]*)""", re.X)
 
@@ -679,7 +681,7 @@ class Redactor:
         def flag(m: re.Match[str]) -> str:
             return value_repl(m, _name_kind(m.group("name"), colon=False))
 
-        text = _gated(text, _ASSIGN_KEYWORDS, lambda t: _ASSIGN.sub(assign, t))
+        text = _gated(text, _ASSIGN_KEYWORDS, lambda t: _ASSIGN.sub(assign, t) if _ASSIGN_HINT.search(t) else t)
         if "--" in text:
             text = _gated(text, _ASSIGN_KEYWORDS, lambda t: _FLAG.sub(flag, t) if "--" in t else t)
         return text
