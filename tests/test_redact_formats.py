@@ -312,3 +312,38 @@ def test_every_format_in_the_data_compiles_and_names_its_source():
     for f in fs:
         assert f.source, f.id
         assert f.kind in KINDS, f.id
+
+
+def test_signature_message_holds_no_secret_and_a_rotated_token_keeps_the_id():
+    from crashlens.model import Analysis, Evidence, Loc
+    from crashlens.signature import normalise_message, signature
+
+    def analysis(token: str) -> Analysis:
+        e = Evidence("exception", f"PermissionError: push to hub failed with token {token} (403)", Loc("run.log", 9))
+        return Analysis((), (), e, (), (), {}, ())
+
+    rng = random.Random(5)
+    one, two = (CORPUS["huggingface"](rng).text for _ in range(2))
+    assert one[3:13] not in normalise_message(f"denied: {one}")
+    assert signature(analysis(one)).id == signature(analysis(two)).id
+    assert one[3:13] not in signature(analysis(one)).text
+    # a token no format knows is a random token: it differs between runs
+    odd = _rand(rng, ALNUM, 40)
+    assert odd[:10] not in normalise_message(f"auth failed for key {odd}")
+
+
+def test_redacted_analysis_keeps_types_and_unchanged_objects():
+    from crashlens.model import Analysis, Evidence, Frame, Loc
+    from crashlens.report.redact import redacted
+    from crashlens.signature import signature
+
+    token = CORPUS["gitlab-pat"](random.Random(9)).text
+    e = Evidence("exception", f"RuntimeError: clone failed ({token})", Loc(f"a.zip!{token}.log", 3))
+    keep = Evidence("exception", "nothing secret here", Loc("b.log", 1))
+    a = Analysis((), (), e, (), (Frame("user", "main", "/w/x.py", 3, code=f"clone({token!r})"),), {"gpu": "H100"}, (),
+                 exceptions=(e, keep))
+    ra, rs, red = redacted(a, signature(a))
+    assert type(ra) is Analysis and isinstance(ra.code_path, tuple) and isinstance(ra.exceptions, tuple)
+    assert ra.exceptions[1] is keep and ra.environment == {"gpu": "H100"}
+    assert "glpat-<redacted>" in ra.primary_error.text and "glpat-<redacted>" in ra.primary_error.loc.source
+    assert "glpat-<redacted>" in ra.code_path[0].code and red.counts == {"gitlab-token": 1}
