@@ -52,7 +52,7 @@ def test_memcheck_report_names_kernel_thread_line_and_host_stack():
 
 @pytest.mark.parametrize("log,category,line,reports", [
     ("san_memcheck_misaligned.log", "gpu-illegal-memory-access", 53, 8),
-    ("san_memcheck_trap.log", "gpu-illegal-memory-access", 59, 1),
+    ("san_memcheck_trap.log", "device-side-assert", 59, 1),
     ("san_memcheck_oob.log", "gpu-illegal-memory-access", 70, 1),
     ("san_memcheck_assert.log", "device-side-assert", None, 1),
     ("san_racecheck_race.log", None, 77, 1),

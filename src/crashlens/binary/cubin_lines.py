@@ -110,6 +110,14 @@ class Cubin:
                 strtab = self.sections[s[4]][2]
                 for i in range(s[3] // 24):
                     n, info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", d, s[2] + i * 24)
+                    # A relocated image (the modules of a GPU core) gives the loaded kernels'
+                    # sections their load address (sh_addr) and their symbols absolute values;
+                    # kept here section-relative like the unrelocated image's, so one lookup
+                    # serves both (checked on fixtures/gpu-cores/complete: only the launched
+                    # kernel's section is placed, the others keep address 0).
+                    base = self.sections[shndx][6] if 0 < shndx < len(self.sections) else 0
+                    if base and value >= base:
+                        value -= base
                     self.symbols.append(_Sym(_cstr(d, strtab + n), value, size, shndx, info & 0xF))
                 break
         line = self._section(".debug_line")
@@ -267,6 +275,32 @@ class Cubin:
             return SassLocation(notes=(f"{function} is not in this cubin",))
         return self._locate(shndx, offset, offset)
 
+    def section_at(self, address: int) -> int | None:
+        """The code section a relocated image placed over an absolute pc (sh_addr..+size)."""
+        for i, s in enumerate(self.sections):
+            if s[6] and s[0].startswith(".text.") and s[6] <= address < s[6] + s[3]:
+                return i
+        return None
+
+    def locate_pc(self, pc: int) -> SassLocation:
+        """A GPU pc (a virtual address of a GPU core) in this relocated image: its kernel
+        section by load address, then function, offset, line and words as for an offset."""
+        shndx = self.section_at(pc)
+        if shndx is None:
+            return self.locate_address(pc)
+        off = pc - self.sections[shndx][6]
+        # the loaded kernel's line sequence is absolute (its relocation applied), the others not
+        return self._locate(shndx, off, pc, disasm=False)
+
+    def words_at(self, pc: int) -> tuple[int, ...]:
+        """The raw instruction words (two little-endian u64) at an absolute pc, () if outside."""
+        shndx = self.section_at(pc)
+        if shndx is None:
+            return ()
+        _n, _t, off, size, _l, _i, addr = self.sections[shndx]
+        rel = (pc - addr) & ~0xF
+        return struct.unpack_from("<QQ", self.data, off + rel) if rel + 16 <= size else ()
+
     def locate_address(self, address: int) -> SassLocation:
         """An absolute pc in a relocated image (symbol values and line addresses absolute)."""
         sym = self.function_containing(None, address)
@@ -276,7 +310,7 @@ class Cubin:
         base = sec[6] if sec else 0
         return self._locate(sym.shndx, address - base, address)
 
-    def _locate(self, shndx: int, sec_offset: int, line_addr: int) -> SassLocation:
+    def _locate(self, shndx: int, sec_offset: int, line_addr: int, disasm: bool = True) -> SassLocation:
         name, _t, off, size, *_ = self.sections[shndx]
         kernel = name[len(".text."):] if name.startswith(".text.") else name
         sym = self.function_containing(shndx, sec_offset) or self.function_containing(shndx, line_addr)
@@ -291,7 +325,8 @@ class Cubin:
         notes = tuple(self.notes) if line is None else ()
         return SassLocation(function=fn, kernel=kernel, function_offset=fn_off, section_offset=sec_offset,
                             file=file, line=line, words=words,
-                            instruction=nvdisasm_instruction(self.data, kernel, sec_offset & ~0xF), notes=notes)
+                            instruction=nvdisasm_instruction(self.data, kernel, sec_offset & ~0xF) if disasm else None,
+                            notes=notes)
 
 
 def _cstr(d: bytes, p: int) -> str:
@@ -351,6 +386,39 @@ def nvdisasm_instruction(data: bytes, kernel: str, offset: int) -> str | None:
             instr = ln.split(want, 1)[1].split("/*", 1)[0].strip().rstrip(";").strip()
             return instr or None
     return None
+
+
+def nvdisasm_window(arch: int | None, base: int, code: bytes) -> dict[int, str]:
+    """{address: instruction text} of raw SASS bytes placed at `base` (`nvdisasm -b SM<arch>
+    -base`): a few instructions around a GPU core's pcs, so nvdisasm decodes 48 bytes, not the
+    whole module. {} without nvdisasm, an arch or output."""
+    text = _nvdisasm_raw(arch, base, bytes(code)) if arch else None
+    out: dict[int, str] = {}
+    for ln in (text or "").splitlines():
+        ln = ln.strip()
+        if ln.startswith("/*") and "*/" in ln:
+            addr, rest = ln[2:].split("*/", 1)
+            try:
+                out[int(addr, 16)] = rest.split("/*", 1)[0].strip().rstrip(";").strip()
+            except ValueError:
+                continue
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _nvdisasm_raw(arch: int, base: int, code: bytes) -> str | None:
+    tool = nvdisasm_path()
+    if tool is None or os.environ.get("CRASHLENS_NO_NVDISASM"):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".sass") as fh:
+        fh.write(code)
+        fh.flush()
+        try:
+            r = subprocess.run([tool, "-b", f"SM{arch}", "-base", f"0x{base:x}", fh.name],
+                               capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return r.stdout if r.returncode == 0 else None
 
 
 @functools.lru_cache(maxsize=32)
