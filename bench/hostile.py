@@ -86,6 +86,7 @@ class Result:
     left: list[str]
     killed: str = ""
     tail: str = ""
+    cpu: float = 0.0  # user + system seconds of the command and the processes it waited for
 
 
 def run(cmd: list[str], tmpdir: str, timeout: float, max_rss_mb: float, stdin: int | None = None) -> Result:
@@ -95,26 +96,30 @@ def run(cmd: list[str], tmpdir: str, timeout: float, max_rss_mb: float, stdin: i
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True,
                             stdin=stdin if stdin is not None else subprocess.DEVNULL)
-    peak, killed = 0, ""
-    while True:
-        try:
-            proc.wait(0.02)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        rss = tree_rss_kib(proc.pid)
-        peak = max(peak, rss)
-        elapsed = time.perf_counter() - t0
-        if elapsed > timeout or rss > max_rss_mb * 1024:
-            killed = f"killed at {elapsed:.0f} s" if elapsed > timeout else f"killed over {max_rss_mb:.0f} MB"
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            break
-    seconds = time.perf_counter() - t0
+    peak, killed, cpu, rc = 0, "", 0.0, None
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # stray workers
-    except OSError:
-        pass
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = rc = os.waitstatus_to_exitcode(status)
+                cpu = usage.ru_utime + usage.ru_stime
+                break
+            time.sleep(0.02)
+            rss = tree_rss_kib(proc.pid)
+            peak = max(peak, rss)
+            elapsed = time.perf_counter() - t0
+            if elapsed > timeout or rss > max_rss_mb * 1024:
+                killed = f"killed at {elapsed:.0f} s" if elapsed > timeout else f"killed over {max_rss_mb:.0f} MB"
+                os.killpg(proc.pid, signal.SIGKILL)
+                _pid, _status, usage = os.wait4(proc.pid, 0)
+                proc.returncode, cpu = -9, usage.ru_utime + usage.ru_stime
+                break
+    finally:
+        seconds = time.perf_counter() - t0
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # stray workers, or this runner interrupted
+        except OSError:
+            pass
     out.seek(0)
     err.seek(0)
     stdout = out.read()
@@ -123,8 +128,8 @@ def run(cmd: list[str], tmpdir: str, timeout: float, max_rss_mb: float, stdin: i
     for base, _dirs, files in os.walk(tmpdir):
         left += [os.path.join(base, f) for f in files]
     lines = stdout.count(b"\n") + stderr.count("\n")
-    return Result(None if killed else proc.returncode, seconds, peak / 1024, lines, left, killed,
-                  (stderr.strip().splitlines() or [""])[-1][:160])
+    return Result(None if killed else rc, seconds, peak / 1024, lines, left, killed,
+                  (stderr.strip().splitlines() or [""])[-1][:160], cpu)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -386,6 +391,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # kill the case's processes on the way out
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-k", action="append", default=[], help="run the cases whose name contains this")
     ap.add_argument("--list", action="store_true")
@@ -399,8 +405,8 @@ def main() -> int:
         return 0
     work = Path(args.workdir or tempfile.mkdtemp(prefix="crashlens-hostile-", dir="/tmp"))
     work.mkdir(parents=True, exist_ok=True)
-    print("| case | exit | wall s | peak RSS MB | output lines (stdout+stderr) | left in TMPDIR | note |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |", flush=True)
+    print("| case | exit | wall s | CPU s | peak RSS MB | output lines (stdout+stderr) | left in TMPDIR | note |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |", flush=True)
     failed = 0
     try:
         for name in names:
@@ -417,7 +423,7 @@ def main() -> int:
             ok = r.rc in (0, 1, 2) and r.seconds <= 30 and r.peak_mb <= 500 and not r.left
             failed += not ok
             note = r.killed or ("" if ok else r.tail)
-            print(f"| {name} | {r.rc if r.rc is not None else '-'} | {r.seconds:.1f} | {r.peak_mb:.0f} | "
+            print(f"| {name} | {r.rc if r.rc is not None else '-'} | {r.seconds:.1f} | {r.cpu:.1f} | {r.peak_mb:.0f} | "
                   f"{r.out_lines} | {len(r.left)} | {'' if ok else 'FAIL '}{note} |", flush=True)
             shutil.rmtree(tmp, ignore_errors=True)
             if not args.workdir:

@@ -31,8 +31,8 @@ from ..text.select import SelectStats, select_lines
 from .rules import RuleBase
 
 FULL_BELOW = 8 << 20  # bytes of a text input read in full; beyond, lines around hits
-FULL_LINES = 100_000  # ... unless it has more lines than this (8 MiB of empty lines)
-MAX_KEPT = 50_000  # lines kept of one input: the first ones and the tail (every line a hit)
+MAX_KEPT = 30_000  # lines kept of one input: the first ones and the tail (every line a hit)
+FULL_LINES = MAX_KEPT  # ... and below FULL_BELOW only if it has no more lines (8 MiB of empty lines)
 
 
 @dataclass

@@ -24,7 +24,7 @@ class Limits:
     # can be decompressed in ~10-20 s (bz2 decodes 5-10x slower than the others)
     max_stream_bytes: int = 1 * GiB
     max_bz2_stream_bytes: int = 256 * MiB
-    max_core_stream_bytes: int = 4 * GiB  # a compressed core, spilled to a temporary file (sparse)
+    max_core_stream_bytes: int = 2 * GiB  # a compressed core, spilled to a temporary file (sparse)
     max_inputs: int = 100_000  # InputFiles returned by one call
     max_zip_directory_bytes: int = 32 * MiB  # a zip central directory larger than this is refused
     max_header_bytes: int = 1 * MiB  # a tar pax/long-name header larger than this ends the archive

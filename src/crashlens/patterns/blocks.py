@@ -267,10 +267,23 @@ class _HyperscanLong:
         return self.hit
 
 
+_checked: list = [(), ()]  # the last anchor list checked (as a tuple) and its result
+
+
 def check_anchors(anchors) -> tuple[str, ...]:
-    """The anchors, deduplicated; TypeError/ValueError for bad ones."""
+    """The anchors, deduplicated; TypeError/ValueError for bad ones. The last list checked is
+    remembered: a folder of 20k files must not check the rule base's anchors 20k times."""
     if isinstance(anchors, (str, bytes)):
         anchors = [anchors]
+    key = tuple(anchors)
+    if key == _checked[0] and key:
+        return _checked[1]
+    out = _check_anchors(key)
+    _checked[:] = [key, out]
+    return out
+
+
+def _check_anchors(anchors: tuple) -> tuple[str, ...]:
     # compiled patterns, or objects with a `pattern` string that their owner validated
     # (engine.rules.LazyRegex), are taken as valid without compiling them here
     out = tuple(dict.fromkeys(a if isinstance(a, (str, bytes)) else getattr(a, "pattern", a) for a in anchors))
