@@ -363,38 +363,63 @@ def gpu_core_evidence(inp: InputFile, notes: list[str]) -> list[Evidence]:
     out: list[Evidence] = []
     devices = {d.dev_id: d for d in core.devices}
     seen: set[tuple] = set()
+    names = _demangled_functions(core)
     for f in core.faults:
         key = (f.exception_code, f.kernel, f.pc)
         if key in seen:  # one evidence per distinct fault; the first lane stands for its warp-mates
             continue
         seen.add(key)
-        loc = f.location
+        loc, at_pc, trap = f.location, f.pc_location, f.trap
         dev = devices.get(f.device)
+        kernel = f.kernel_demangled or f.kernel
         facts = {"source": "gpu-core", "exception": f.exception, "exception_name": f.exception_name,
-                 "exception_code": f.exception_code, "category": f.category, "kernel": f.kernel,
-                 "function": loc.function if loc else None, "offset": loc.function_offset if loc else None,
+                 "exception_code": f.exception_code, "signal": f.signal, "category": f.category, "kernel": kernel,
+                 "kernel_mangled": f.kernel,
+                 "function": names.get(loc.function, loc.function) if loc else None,
+                 "function_mangled": loc.function if loc else None,
+                 "offset": loc.function_offset if loc else None,
                  "kernel_offset": loc.section_offset if loc else None,
                  "file": loc.file if loc else None, "line": loc.line if loc else None,
                  "instruction": loc.instruction if loc else None,
                  "words": " ".join(f"0x{w:016x}" for w in loc.words) if loc and loc.words else None,
-                 "device": f.device, "device_name": dev.name if dev else None,
+                 "pc_file": at_pc.file if at_pc else None, "pc_line": at_pc.line if at_pc else None,
+                 "pc_instruction": at_pc.instruction if at_pc else None,
+                 "trap_line": trap.line if trap else None, "trap_instruction": trap.instruction if trap else None,
+                 "device": f.device, "device_name": dev.name if dev else None, "device_pci": dev.pci if dev else None,
+                 "device_sms": dev.num_sms if dev else None,
                  "sm_version": dev.sm_version if dev else None, "sm": f.sm, "warp": f.warp, "lane": f.lane,
                  "block": "({},{},{})".format(*f.block), "thread": "({},{},{})".format(*f.thread),
                  "grid_dim": "({},{},{})".format(*f.grid_dim) if f.grid_dim else None,
                  "block_dim": "({},{},{})".format(*f.block_dim) if f.block_dim else None,
                  "pc": f.pc, "error_pc": f.error_pc, "lane_mask": f"0x{f.lane_mask:08x}",
+                 "active_mask": f"0x{f.active_mask:08x}",
+                 "lanes": sum(1 for g in core.faults if (g.exception_code, g.kernel, g.pc) == key),
                  "module": f"0x{f.module_handle:x}" if f.module_handle is not None else None,
-                 "module_arch": next((f"sm_{m.arch}" for m in core.modules if m.handle == f.module_handle and m.arch), None)}
+                 "module_arch": next((f"sm_{m.arch}" for m in core.modules if m.handle == f.module_handle and m.arch), None),
+                 "driver": core.driver}
         facts = {k: v for k, v in facts.items() if v is not None}
-        frames = [Frame(FrameKind.GPU, function=facts.get("function") or f.kernel or "", file=facts.get("file", ""),
-                        line=facts.get("line"), pc=f.pc, module_offset=facts.get("kernel_offset"))]
-        frames += [Frame(FrameKind.GPU, function=b.function or "", file=b.file or "", line=b.line, pc=b.pc)
-                   for b in f.backtrace]
-        where = f" at {facts['file']}:{facts['line']}" if facts.get("line") else ""
-        text = (f"GPU core: {f.exception} in kernel {f.kernel or '?'}{where}, block {facts['block']} "
-                f"thread {facts['thread']}, device {f.device}" + (f" ({dev.name})" if dev and dev.name else ""))
+        frames = [Frame(FrameKind.GPU, function=facts.get("function") or kernel or "", file=facts.get("file", ""),
+                        line=facts.get("line"), pc=f.error_pc if f.error_pc is not None else f.pc,
+                        module_offset=facts.get("kernel_offset"))]
+        frames += [Frame(FrameKind.GPU, function=names.get(b.function, b.function) if b.function else "",
+                         file=b.file or "", line=b.line, pc=b.pc) for b in f.backtrace]
+        where = f" at {os.path.basename(facts['file'])}:{facts['line']}" if facts.get("line") else ""
+        trapped = (f" (the trap instruction is at line {facts['trap_line']})"
+                   if facts.get("trap_line") and facts.get("trap_line") != facts.get("line") else "")
+        text = (f"GPU core: {f.exception} in kernel {kernel or '?'}{where}{trapped}, block {facts['block']} "
+                f"thread {facts['thread']} (SM {f.sm} warp {f.warp} lane {f.lane}), device {f.device}"
+                + (f" ({dev.name}, {dev.sm_type or 'sm_' + (dev.sm_version or '').replace('.', '')})" if dev and dev.name else ""))
         out.append(Evidence(EvidenceKind.GPU_FAULT, text, Loc(inp.name), facts=facts, frames=tuple(frames)))
     return out
+
+
+def _demangled_functions(core) -> dict[str, str]:
+    """Demangled names of the functions the faults of a GPU core name (one c++filt run)."""
+    from .symbolize import demangle
+
+    fns = {x.function for f in core.faults for x in (f.location, f.pc_location, f.trap, *f.backtrace)
+           if x is not None and x.function}
+    return demangle(sorted(fns))
 
 
 def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None,

@@ -18,6 +18,8 @@ are left out: they say nothing about the job.
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from typing import Sequence
 
 import regex as re
@@ -113,8 +115,15 @@ def _with_gpu(path: tuple[Frame, ...], fault: Evidence | None) -> tuple[Frame, .
         return path
     kernel = fault.facts.get("kernel") or gpu[-1].function
     frames = list(reversed(gpu))
-    if frames and frames[0].function != kernel and kernel:
-        frames.insert(0, Frame(FrameKind.GPU, function=kernel, code="kernel launch"))
+    if kernel and (frames[0].function != kernel or fault.facts.get("source") == "gpu-core"):
+        dims = fault.facts.get("grid_dim"), fault.facts.get("block_dim")
+        launch = f"{kernel.split('(')[0]}<<<{dims[0]},{dims[1]}>>>" if all(dims) else "kernel launch"
+        frames.insert(0, Frame(FrameKind.GPU, function=kernel, code=launch))
+    last = frames[-1]
+    if last.line and len(frames) > 1:  # the text shows the innermost frame: kernel -> source line
+        src = f"{last.function} ({os.path.basename(last.file)}:{last.line})" if last.file else last.function
+        launch = frames[0].code if "<<<" in (frames[0].code or "") else ""
+        frames[-1] = replace(last, code=f"{launch} → {src}" if launch else src)
     host = [] if path else [fr for fr in reversed(fault.frames) if fr.kind != FrameKind.GPU]
     return (*path, *host, *frames)
 
