@@ -392,7 +392,10 @@ def nvdisasm_window(arch: int | None, base: int, code: bytes) -> dict[int, str]:
     """{address: instruction text} of raw SASS bytes placed at `base` (`nvdisasm -b SM<arch>
     -base`): a few instructions around a GPU core's pcs, so nvdisasm decodes 48 bytes, not the
     whole module. {} without nvdisasm, an arch or output."""
-    text = _nvdisasm_raw(arch, base, bytes(code)) if arch else None
+    tool = nvdisasm_path()
+    if tool is None or not arch or os.environ.get("CRASHLENS_NO_NVDISASM"):
+        return {}
+    text = _nvdisasm_raw(tool, arch, base, bytes(code))
     out: dict[int, str] = {}
     for ln in (text or "").splitlines():
         ln = ln.strip()
@@ -406,10 +409,7 @@ def nvdisasm_window(arch: int | None, base: int, code: bytes) -> dict[int, str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _nvdisasm_raw(arch: int, base: int, code: bytes) -> str | None:
-    tool = nvdisasm_path()
-    if tool is None or os.environ.get("CRASHLENS_NO_NVDISASM"):
-        return None
+def _nvdisasm_raw(tool: str, arch: int, base: int, code: bytes) -> str | None:
     with tempfile.NamedTemporaryFile(suffix=".sass") as fh:
         fh.write(code)
         fh.flush()
