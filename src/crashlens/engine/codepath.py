@@ -33,6 +33,11 @@ BELOW_INTERPRETER = 8  # of those, the ones below the interpreter, after Python 
 _INTERPRETER = re.compile(r"(?:^|/)(?:python[\d.]*|libpython[\d.]*\.so[\d.]*)$")
 
 
+def _cut(text: str, limit: int = 200) -> str:
+    """A message cut for a frame line, marked as cut (redaction recognises a cut token by the mark)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def interpreter_frame(f: Frame) -> bool:
     """A frame of the Python interpreter itself (eval loop, call machinery, faulthandler)."""
     return bool(_INTERPRETER.search(f.module or "")) or f.function.startswith(("_Py", "Py", "faulthandler"))
@@ -72,9 +77,9 @@ def exception_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ..
         layer = taxonomy().get(cause.category, {}).get("layer", "")
         msg = str(exc.facts.get("headline") or exc.text)
         if layer == "gpu-runtime" or "CUDA" in msg or "cuda" in msg:
-            frames.append(Frame(FrameKind.GPU, "CUDA", code=msg[:200]))
+            frames.append(Frame(FrameKind.GPU, "CUDA", code=_cut(msg)))
         elif not frames or frames[-1].kind != FrameKind.NATIVE:
-            frames.append(Frame(FrameKind.NATIVE, exc.facts.get("type", ""), code=msg[:200]))
+            frames.append(Frame(FrameKind.NATIVE, exc.facts.get("type", ""), code=_cut(msg)))
     return tuple(frames)
 
 

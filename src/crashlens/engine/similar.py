@@ -177,7 +177,8 @@ def propose(causes: Sequence[Cause], lines: Sequence[Evidence], items: Sequence[
         title=f"{title} (by similarity, low confidence)",
         confidence=conf,
         explanation=(f"No rule recognises this error, but it resembles a known {ref.category} error "
-                     f"({ref.source}: \"{ref.text[:160]}\"). This is a guess from wording alone."),
+                     f"({ref.source}: \"{ref.text if len(ref.text) <= 160 else ref.text[:159] + '…'}\"). "
+                     f"This is a guess from wording alone."),
         remedies=("Treat this as a lead, not a diagnosis: compare the error with the example named above.",),
         references=(),
         evidence=(ev,),
