@@ -209,3 +209,26 @@ def test_analyze_names_kernel_exception_device_thread_and_line(name, with_log):
         assert needle in text, needle
     assert a.code_path[-2].function == gc["kernel"] and a.code_path[-2].code.startswith(f"{base}<<<")
     assert (a.code_path[-1].file, a.code_path[-1].line) == (g["info_line"]["file"], line)
+
+
+def test_cut_or_damaged_complete_dump_gives_a_partial_answer():
+    import random
+    import struct
+
+    data = dump("nr_trap")
+    cut = read_gpu_core(data[: len(data) - 100])  # the section table loses its end
+    assert not cut.faults and "truncated" in cut.notes[0]
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    lanes = read_gpu_core(data[:shoff])  # tables intact, section table gone
+    assert "truncated" in lanes.notes[0]
+    rnd = random.Random(11)
+    for _ in range(60):  # bytes flipped in the tables and the section headers: never a traceback
+        b = bytearray(data)
+        for _ in range(24):
+            b[rnd.randrange(64, len(b))] = rnd.randrange(256)
+        read_gpu_core(bytes(b))
+    b = bytearray(data)
+    for k in range(struct.unpack_from("<H", data, 0x3C)[0]):  # every table claims 1-byte rows
+        struct.pack_into("<Q", b, shoff + k * 64 + 56, 1)
+    damaged = read_gpu_core(bytes(b))
+    assert not damaged.faults and any("damaged" in n for n in damaged.notes)
