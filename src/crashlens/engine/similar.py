@@ -25,6 +25,7 @@ from ..model import Cause, Evidence
 from .rules import RuleBase
 
 MIN_SIMILARITY = 0.42  # below this, nothing is proposed
+MAX_QUERIES = 64  # distinct error texts compared, the last ones of the input
 # How often a proposal was right, leave-one-source-out over 404 cases (bench/similarity.py,
 # 2026-11-26): similarity 0.42-0.6 -> 0.39 (44 cases), >= 0.6 -> 0.80 (255 cases).
 CONFIDENCE_BANDS = ((0.6, 0.75), (MIN_SIMILARITY, 0.4))
@@ -158,6 +159,11 @@ def propose(causes: Sequence[Cause], lines: Sequence[Evidence], items: Sequence[
         texts = error_lines(e.text for e in lines if not e.facts.get("joined"))
         queries = [e for e in lines if e.text.strip() in texts and not e.facts.get("joined")][-6:]
     queries = [q for q in queries if not any(_overlaps(q, e) for e in explained)]
+    # the same error repeated (every rank, every step) is one query; the last ones are enough
+    distinct: dict[str, Evidence] = {}
+    for q in queries:
+        distinct.setdefault(q.text[:2000], q)
+    queries = list(distinct.values())[-MAX_QUERIES:]
     if not queries:
         return list(causes)
     idx = index_for(rules)
