@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import functools
 import heapq
 import io
 import os
@@ -76,7 +77,9 @@ else:  # pragma: no cover - platforms without preadv
         return got
 
 
+@functools.lru_cache(maxsize=1)
 def _cpus() -> int:
+    """CPUs this process may run on (asked once: a folder of 200k inputs asks for each)."""
     n = os.cpu_count() or 1
     try:
         n = min(n, len(os.sched_getaffinity(0)))
