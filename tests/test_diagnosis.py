@@ -214,3 +214,16 @@ def test_cause_under_symptom_memory_full_explains_cudnn_status():
     # with memory to spare the status stays the cause
     b = analyze_text(text.replace("24210MiB", " 1210MiB"))
     assert b.causes[0].category == "gpu-library-status-error"
+
+
+def test_async_note_says_the_kernel_is_known_with_a_gpu_core():
+    from crashlens.analyze import analyze_paths
+
+    a = analyze_paths([ROOT / "fixtures/gpu-cores/complete/lw_misaligned.nvcudmp.xz"])
+    top = a.causes[0]
+    assert top.category == "gpu-illegal-memory-access"
+    assert "no rerun is needed" in top.explanation and "crash.cu:53" in top.explanation
+    assert not any("CUDA_LAUNCH_BLOCKING" in r for r in top.remedies)
+    # without the core, the rerun recipe stays
+    b = analyze_text("RuntimeError: CUDA error: misaligned address\n")
+    assert any("CUDA_LAUNCH_BLOCKING" in r for r in b.causes[0].remedies)

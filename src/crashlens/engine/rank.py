@@ -222,7 +222,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             title=best.firing.rule.title,
             confidence=round(max(0.01, min(score, 0.99)), 2),
             explanation=_explain(best.firing, group, environment, exceptions),
-            remedies=_remedies(best.firing, _values(best.firing, group, environment)),
+            remedies=_remedies(best.firing, _values(best.firing, group, environment), group),
             references=best.firing.rule.references,
             evidence=tuple(evidence),
             reasoning=tuple(reasoning),
@@ -325,17 +325,46 @@ def _explain(f: Firing, group: Sequence[_Scored], env: Mapping[str, Any], except
             cands = [e for e in exceptions if e.kind == "exception" and e.frames]
             exc = cands[-1] if cands else None
         frame = innermost_user_frame(exc)
-        note = _notes()["async_cuda"]
-        values["sync_point"] = (f"{frame.code or frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
-                                if frame else "the reported Python line")
+        note = _notes()[_async_note(group)]
+        values.update(_fault_values(group))
+        if frame:
+            values["python_line"] = f"{frame.code or frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+        values["sync_point"] = values.get("python_line", "the reported Python line")
         text += " " + _fill(note["explain"], values)
     return " ".join(text.split())
 
 
-def _remedies(f: Firing, values: Mapping[str, str]) -> tuple[str, ...]:
+def _gpu_fault_of(group: Sequence["_Scored"]) -> Evidence | None:
+    """A GPU core's or compute-sanitizer's fault among a cause's evidence that names its kernel."""
+    for s in group:
+        for m in (*s.firing.triggers, *s.firing.supports):
+            if m.evidence.kind == "gpu-fault" and m.evidence.facts.get("kernel"):
+                return m.evidence
+    return None
+
+
+def _async_note(group: Sequence["_Scored"]) -> str:
+    return "async_cuda_known" if _gpu_fault_of(group) is not None else "async_cuda"
+
+
+def _fault_values(group: Sequence["_Scored"]) -> dict[str, str]:
+    fault = _gpu_fault_of(group)
+    if fault is None:
+        return {}
+    f = fault.facts
+    src = {"gpu-core": "GPU core dump", "compute-sanitizer": "compute-sanitizer report"}.get(
+        str(f.get("source")), "GPU fault report")
+    out = {"fault_source": src, "kernel": str(f.get("kernel"))}
+    for key in ("file", "line", "thread", "block"):
+        if f.get(key) not in (None, ""):
+            out[f"fault_{key}"] = str(f[key]).replace("\\", "/").rsplit("/", 1)[-1] if key == "file" else str(f[key])
+    return out
+
+
+def _remedies(f: Firing, values: Mapping[str, str], group: Sequence["_Scored"] = ()) -> tuple[str, ...]:
     out = [_fill(r, values) for r in f.rule.remedies]
     if f.rule.async_cuda:
-        out += [r for r in _notes()["async_cuda"]["remedies"] if r not in out]
+        out += [r for r in _notes()[_async_note(group)]["remedies"] if r not in out]
     return tuple(r for r in out if r)
 
 
