@@ -71,7 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from crashlens.analyze import analyze_paths
+    from crashlens.pipeline import analyze_paths
     from crashlens.binary.cubin_lines import nvdisasm_path
     from crashlens.binary.cudacore import read_gpu_core
 

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from crashlens.analyze import analyze_paths, Options
+from crashlens.pipeline import analyze_paths, Options
 from crashlens.signature import signature
 from crashlens.report.redact import redacted, Redactor
 from crashlens.report import ci

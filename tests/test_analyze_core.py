@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import Options, analyze_paths
+from crashlens.pipeline import Options, analyze_paths
 
 from .conftest import ROOT
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import analyze_paths
+from crashlens.pipeline import analyze_paths
 from crashlens.evaluation.corpus import evaluate_corpus, load_cases
 
 from .conftest import ROOT, SHARED

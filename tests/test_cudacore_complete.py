@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import analyze_paths
+from crashlens.pipeline import analyze_paths
 from crashlens.binary.cubin_lines import nvdisasm_path
 from crashlens.binary.cudacore import read_gpu_core
 from crashlens.binary.symbolize import demangler_available

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crashlens.analyze import analyze_text
+from crashlens.pipeline import analyze_text
 from crashlens.engine import similar
 from crashlens.engine.rules import load_rules
 from crashlens.evaluation.corpus import render_scores, score_row, summarise
@@ -217,7 +217,7 @@ def test_cause_under_symptom_memory_full_explains_cudnn_status():
 
 
 def test_async_note_says_the_kernel_is_known_with_a_gpu_core():
-    from crashlens.analyze import analyze_paths
+    from crashlens.pipeline import analyze_paths
 
     a = analyze_paths([ROOT / "fixtures/gpu-cores/complete/lw_misaligned.nvcudmp.xz"])
     top = a.causes[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import analyze_paths
+from crashlens.pipeline import analyze_paths
 from crashlens.binary.cubin_lines import Cubin
 from crashlens.binary.cudacore import is_gpu_core, read_gpu_core
 from crashlens.model import Line, Loc

@@ -79,7 +79,7 @@ def test_dense_hits_stop_being_scanned_once_the_quota_is_covered() -> None:
 
 
 def test_evidence_is_capped_per_rule() -> None:
-    from crashlens.analyze import text_analyzer
+    from crashlens.pipeline import text_analyzer
 
     log = "".join(f"RuntimeError: CUDA error: an illegal memory access was encountered ({i})\n" for i in range(3000))
     analysis = text_analyzer()(log)

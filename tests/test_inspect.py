@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema  # noqa: F401 - the JSON shape is checked by hand below
 
-from crashlens.analyze import Options, analyze_paths
+from crashlens.pipeline import Options, analyze_paths
 from crashlens.inspect import inspect_file, library_facts
 
 from .conftest import ROOT

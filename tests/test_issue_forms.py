@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from crashlens.analyze import analyze_paths
+from crashlens.pipeline import analyze_paths
 from crashlens.report.bugreport import ReportOptions, make_report
 from crashlens.signature import signature
 

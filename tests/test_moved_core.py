@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import Options, analyze_paths
+from crashlens.pipeline import Options, analyze_paths
 
 from .test_unwind import CORES, GDB, GdbFrame, X86_64, _run, canon, crashers, is_alias
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crashlens.analyze import analyze_text
+from crashlens.pipeline import analyze_text
 
 
 def cats(a):
@@ -63,7 +63,7 @@ def test_nccl_timeout_alone_is_primary():
 
 
 def test_xid43_after_assert_is_secondary(tmp_path):
-    from crashlens.analyze import analyze_paths
+    from crashlens.pipeline import analyze_paths
 
     (tmp_path / "run.log").write_text(
         "/src/Loss.cu:250: nll_loss_kernel: block: [0,0,0], thread: [2,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
@@ -101,7 +101,7 @@ def test_nothing_recognised():
 
 
 def test_torchrun_root_cause_is_checked_against_the_evidence(root):
-    from crashlens.analyze import analyze_paths
+    from crashlens.pipeline import analyze_paths
 
     a = analyze_paths([root / "fixtures" / "logs" / "torchrun-oom-rank1-sigterm-rank0.log"])
     top = a.causes[0]

@@ -10,7 +10,7 @@ import re
 import pytest
 from rich.console import Console
 
-from crashlens.analyze import analyze_paths, analyze_text
+from crashlens.pipeline import analyze_paths, analyze_text
 from crashlens.report.text import md_text
 from crashlens.signature import signature
 

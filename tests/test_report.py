@@ -399,7 +399,7 @@ def test_no_false_positives_end_to_end(tmp_path: Path):
 def test_testing_steps_and_async_flag_come_from_the_category_data():
     """data/categories.yaml: the async-CUDA rerun recipe for asynchronously reported kernel faults
     only; a launch-configuration error is raised by the launch itself."""
-    from crashlens.analyze import analyze_text
+    from crashlens.pipeline import analyze_text
     from crashlens.report.bugreport.context import context
     from crashlens.signature import signature
 

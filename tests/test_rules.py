@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crashlens.analyze import text_analyzer
+from crashlens.pipeline import text_analyzer
 from crashlens.engine.examples import fired_rules
 from crashlens.engine.rules import default_rules_dir, load_rules, taxonomy, validate_documents
 from crashlens.errors import RuleError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlens.analyze import analyze_paths, analyze_text
+from crashlens.pipeline import analyze_paths, analyze_text
 from crashlens.signature import normalise_message, normalise_text, signature
 
 from .conftest import ROOT

@@ -11,12 +11,10 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # `crashlens.analyze` is also the pipeline's module (crashlens/analyze.py); that module is
-    # callable and calls crashlens.api.analyze, so `crashlens.analyze(...)` works whether or not
-    # the module was imported first. Loaded on first use: `crashlens -V` imports no pipeline.
-    if name in ("analyze", "api", "Analysis", "schema"):
-        import importlib
+    # crashlens.analyze / Analysis / schema are crashlens.api's, loaded on first use
+    # (`crashlens -V` imports no pipeline); crashlens.pipeline wires the stages.
+    if name in ("analyze", "Analysis", "schema"):
+        from . import api
 
-        mod = importlib.import_module(f".{'api' if name != 'analyze' else 'analyze'}", __name__)
-        return mod if name in ("analyze", "api") else getattr(mod, name)
+        return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

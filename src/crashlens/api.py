@@ -59,7 +59,7 @@ def analyze(paths_or_text: PathLike | bytes | Iterable[PathLike], *, rules_dir: 
 
     gpu: the device when the logs do not say (sm_90, 9.0, H100); cpu_flags: the CPU's flags;
     lib_paths, sysroot: where to find the libraries and executables the evidence names."""
-    from .analyze import Options, analyze_paths, analyze_text
+    from .pipeline import Options, analyze_paths, analyze_text
 
     opts = Options(rules_dir=Path(rules_dir) if rules_dir else None, lib_paths=tuple(Path(p) for p in lib_paths),
                    sysroot=Path(sysroot) if sysroot else None, gpu=gpu,

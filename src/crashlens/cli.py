@@ -160,7 +160,7 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     """Analyse logs, dmesg, environment dumps, libraries, core files, folders and archives.
 
     `-` reads standard input (`cat run.log | crashlens analyze -`)."""
-    from .analyze import Options, analyze_paths
+    from .pipeline import Options, analyze_paths
     from .engine.rules import taxonomy
     from .report import ci
 
@@ -253,7 +253,7 @@ def rules_validate(rules_dir: Path | None) -> None:
 @click.option("-k", "only", help="Only rules whose id contains this text.")
 def rules_test(rules_dir: Path | None, only: str | None) -> None:
     """Run every rule's inline examples through the whole pipeline."""
-    from .analyze import text_analyzer
+    from .pipeline import text_analyzer
     from .engine.examples import run_examples
 
     try:
@@ -356,7 +356,7 @@ def _cpu_flags(spec: str) -> set[str]:
     import os
 
     if os.path.isfile(spec):
-        from .analyze import cpu_flags_from_file
+        from .pipeline import cpu_flags_from_file
 
         flags = cpu_flags_from_file(spec)
         if flags is None:
@@ -414,7 +414,7 @@ def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, 
            rules_dir: Path | None, lib_paths: tuple[Path, ...], sysroot: Path | None, gpu: str | None,
            cpu_flags: str | None) -> None:
     """Fill a bug report (built-in, a Markdown template or a GitHub issue form) from an analysis. docs/report.md"""
-    from .analyze import Options, analyze_paths
+    from .pipeline import Options, analyze_paths
     from .errors import InputError
     from .report.bugreport import ReportOptions, TemplateError, make_report, validate_repo
     from .signature import signature

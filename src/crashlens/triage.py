@@ -273,7 +273,7 @@ def analyse_bundle(path: str, rules_dir: str | None = None) -> dict[str, Any]:
     name = Path(path).name
     out: dict[str, Any] = {"path": path, "name": name, "status": "failed"}
     try:
-        from .analyze import Options, analyze_inputs
+        from .pipeline import Options, analyze_inputs
         from .inputs import collect_inputs
         from .signature import signature
 

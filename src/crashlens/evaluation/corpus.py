@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from ..analyze import Options, analyze_paths
+from ..pipeline import Options, analyze_paths
 
 
 def load_cases(corpus: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -127,18 +127,3 @@ def text_analyzer(rules_dir: Path | None = None) -> Callable[[str, Sequence[Evid
         return analyze_text(text, "example.log", opts, extra)
 
     return run
-
-
-class _CallableModule(type(os)):
-    """This module is also `crashlens.analyze`, the public function (crashlens/api.py): a call
-    analyses paths or text and returns crashlens.api.Analysis."""
-
-    def __call__(self, *args, **kwargs):
-        from .api import analyze
-
-        return analyze(*args, **kwargs)
-
-
-import sys as _sys  # noqa: E402
-
-_sys.modules[__name__].__class__ = _CallableModule
