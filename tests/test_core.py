@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from crashlens.binary import isa
 from crashlens.binary.core import (CoreError, ElfError, ElfFile, NT_FILE, NT_PRSTATUS, open_core,
-                                   parse_coredumpctl, read_core, si_code_name)
+                                   read_core, si_code_name)
 from crashlens.binary.crashsite import (CrashSite, crash_site, decode_instruction, isa_verdict,
                                         parse_cpu_flags)
 
@@ -578,67 +578,3 @@ def test_cpu_flags_parsing():
     assert parse_cpu_flags("avx avx2") == {"avx", "avx2"}
     assert parse_cpu_flags(None) is None
     assert si_code_name(4, 1) == "ILL_ILLOPC" and si_code_name(11, -6) == "SI_TKILL"
-
-
-# -- coredumpctl metadata ------------------------------------------------------------------------
-
-INFO = """\
-           PID: 219544 (python3)
-           UID: 1000 (ricardo)
-           GID: 1000 (ricardo)
-        Signal: 11 (SEGV)
-     Timestamp: Sat 2025-09-06 10:23:45 UTC (3min ago)
-  Command Line: python3 train.py --epochs 10
-    Executable: /usr/bin/python3.11
- Control Group: /user.slice/user-1000.slice/session-3.scope
-          Unit: session-3.scope
-       Boot ID: 0123456789abcdef0123456789abcdef
-    Machine ID: fedcba9876543210fedcba9876543210
-      Hostname: gpu-node-7
-       Storage: /var/lib/systemd/coredump/core.python3.1000.0123.219544.1757154225000000.zst (present)
-  Size on Disk: 1.2M
-       Message: Process 219544 (python3) of user 1000 dumped core.
-
-                Stack trace of thread 219544:
-                #0  0x00007f0e1d28e9fc __pthread_kill_implementation (libc.so.6 + 0x8e9fc)
-
-           PID: 12 (mc)
-           UID: 0 (root)
-        Signal: 6 (ABRT)
-"""
-
-
-def test_coredumpctl_info_text():
-    a, b = parse_coredumpctl(INFO)
-    assert (a.pid, a.uid, a.gid, a.signal, a.signal_name) == (219544, 1000, 1000, 11, "SIGSEGV")
-    assert a.command == "python3" and a.command_line == "python3 train.py --epochs 10"
-    assert a.executable == "/usr/bin/python3.11" and a.hostname == "gpu-node-7"
-    assert a.boot_id == "0123456789abcdef0123456789abcdef"
-    assert a.timestamp == 1757154225.0 and a.timestamp_text.startswith("Sat 2025-09-06")
-    assert a.storage.endswith(".zst") and a.storage_state == "present" and a.size == int(1.2 * (1 << 20))
-    assert "Stack trace of thread 219544" in a.message and "#0" in a.message
-    assert (b.pid, b.signal, b.command) == (12, 6, "mc")
-
-
-def test_coredumpctl_json():
-    listing = ('[{"time":1757154225000000,"pid":219544,"uid":1000,"gid":1000,"sig":11,'
-               '"corefile":"present","exe":"/usr/bin/python3.11","size":1234567},'
-               '{"time":1757154300000000,"pid":13,"uid":0,"gid":0,"sig":"ABRT","corefile":"missing",'
-               '"exe":"/usr/bin/mc","size":null}]')
-    a, b = parse_coredumpctl(listing)
-    assert a.format == "list-json" and (a.pid, a.signal, a.size, a.timestamp) == (219544, 11, 1234567, 1757154225.0)
-    assert a.executable == "/usr/bin/python3.11" and a.storage_state == "present"
-    assert b.signal == 6 and b.storage_state == "missing" and b.size is None
-    info = ('{"PID":219544,"TID":219550,"UID":1000,"GID":1000,"Signal":11,"Timestamp":1757154225000000,'
-            '"Executable":"/usr/bin/python3.11","Command":"python3","CommandLine":"python3 train.py",'
-            '"BootID":"0123","Hostname":"h","Storage":"present","Filename":"/var/lib/systemd/coredump/core.x.zst",'
-            '"DiskSize":99}\n{"PID":5,"Signal":4}')
-    c, d = parse_coredumpctl(info)
-    assert c.format == "info-json" and (c.tid, c.command, c.command_line) == (219550, "python3", "python3 train.py")
-    assert c.storage.endswith("core.x.zst") and c.storage_state == "present" and c.size == 99
-    assert d.signal_name == "SIGILL"
-    j = parse_coredumpctl('{"COREDUMP_PID":"7","COREDUMP_SIGNAL":"11","COREDUMP_EXE":"/bin/x",'
-                          '"COREDUMP_TIMESTAMP":"1757154225000000","_BOOT_ID":"b"}')[0]
-    assert j.format == "journal-json" and (j.pid, j.signal, j.executable, j.boot_id) == (7, 11, "/bin/x", "b")
-    assert j.timestamp == 1757154225.0
-    assert parse_coredumpctl("") == () and parse_coredumpctl("[1, 2") == ()
