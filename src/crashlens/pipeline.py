@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .binary.stage import read_crashes
+from .binary.stage import match_gpu_modules, read_crashes
 from .engine.codepath import code_path, exception_for, gpu_crash, gpu_fault
 from .engine.collect import FULL_BELOW, collect_evidence, cpu_flags_from_file
 from .engine.match import EvidenceSet, evaluate
@@ -66,6 +66,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
         inputs, col.items, ev.lines, env, gpu=opts.gpu, cpu_flags=cpu_flags, lib_paths=opts.lib_paths,
         sysroot=opts.sysroot, max_libraries=opts.max_libraries)
     ev.items.extend(lib_evidence)
+    match_gpu_modules([col.items, ev.items], [lib.path for lib in libraries])  # the GPU module's host file
     col.notes.extend(lib_notes)
     firings = evaluate(rules, ev)
     exceptions = [e for e in col.items if e.kind in ("exception", "stack")]

@@ -203,6 +203,7 @@ class GpuCore:
     grids: list[GpuGrid] = field(default_factory=list)
     faults: list[GpuLaneFault] = field(default_factory=list)
     sm_exceptions: list[dict[str, Any]] = field(default_factory=list)  # r555: per-SM exception rows
+    images: dict[int, tuple[int, int, bool]] = field(default_factory=dict)  # module handle -> (offset, size, relocated)
     driver: str | None = None
     generator: str | None = None
     sections: int = 0
@@ -344,6 +345,7 @@ def _read(data: bytes, core: GpuCore, locate: bool) -> None:
             handle, _ctx = mod_row.get((r.secs[k][5], r.secs[k][6]), (None, None))
             if handle is not None and (relocated or handle not in images):
                 images[handle] = (k, relocated)
+    core.images = {h: (r.secs[k][3], r.secs[k][4], rel) for h, (k, rel) in images.items()}
     cubins: dict[int, Cubin] = {}
 
     def cubin(handle: int | None) -> Cubin | None:

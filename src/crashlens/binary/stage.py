@@ -364,6 +364,7 @@ def gpu_core_evidence(inp: InputFile, notes: list[str]) -> list[Evidence]:
     devices = {d.dev_id: d for d in core.devices}
     seen: set[tuple] = set()
     names = _demangled_functions(core)
+    origins = _module_origins(core, data)
     for f in core.faults:
         key = (f.exception_code, f.kernel, f.pc)
         if key in seen:  # one evidence per distinct fault; the first lane stands for its warp-mates
@@ -396,7 +397,7 @@ def gpu_core_evidence(inp: InputFile, notes: list[str]) -> list[Evidence]:
                  "lanes": sum(1 for g in core.faults if (g.exception_code, g.kernel, g.pc) == key),
                  "module": f"0x{f.module_handle:x}" if f.module_handle is not None else None,
                  "module_arch": next((f"sm_{m.arch}" for m in core.modules if m.handle == f.module_handle and m.arch), None),
-                 "driver": core.driver}
+                 "driver": core.driver, **origins.get(f.module_handle, {})}
         facts = {k: v for k, v in facts.items() if v is not None}
         frames = [Frame(FrameKind.GPU, function=facts.get("function") or kernel or "", file=facts.get("file", ""),
                         line=facts.get("line"), pc=f.error_pc if f.error_pc is not None else f.pc,
@@ -411,6 +412,61 @@ def gpu_core_evidence(inp: InputFile, notes: list[str]) -> list[Evidence]:
                 + (f" ({dev.name}, {dev.sm_type or 'sm_' + (dev.sm_version or '').replace('.', '')})" if dev and dev.name else ""))
         out.append(Evidence(EvidenceKind.GPU_FAULT, text, Loc(inp.name), facts=facts, frames=tuple(frames)))
     return out
+
+
+class ModuleSignature:
+    """A module's signature (binary/cudaorigin.module_signature) riding in a `gpu-fault`
+    evidence's facts until the pipeline matches it against the host files (not a plain value:
+    never rendered, never a capture), with the device's SM."""
+
+    __slots__ = ("sig", "device_sm")
+
+    def __init__(self, sig: dict[str, Any], device_sm: int | None) -> None:
+        self.sig, self.device_sm = sig, device_sm
+
+
+def _module_origins(core, data) -> dict[int, dict[str, Any]]:
+    """Per faulting module: its signature and its origin as the image alone says it (the
+    pipeline refines both with the host files it finds: `module_facts`)."""
+    from .cudaorigin import module_signature
+
+    devices = {d.dev_id: d for d in core.devices}
+    out: dict[int, dict[str, Any]] = {}
+    for f in core.faults:
+        if f.module_handle is None or f.module_handle in out or f.module_handle not in core.images:
+            continue
+        off, size, _rel = core.images[f.module_handle]
+        sig = module_signature(bytes(data[off:off + size]))
+        dev = devices.get(f.device)
+        sm = int(dev.sm_version.replace(".", "")) if dev and dev.sm_version and dev.sm_version.replace(".", "").isdigit() else None
+        out[f.module_handle] = module_facts(sig, sm, None)
+    return out
+
+
+def module_facts(sig, device_sm: int | None, match) -> dict[str, Any]:
+    """`module_source`, `module_origin`, `module_origin_reason`, `module_clause` (a sentence for
+    the cause's explanation) of a module signature and its host-file match (or None)."""
+    from .cudaorigin import module_origin
+
+    origin, reason = module_origin(sig, device_sm, match)
+    source = None
+    if match is not None:
+        source = {"path": match.path, "image": match.image, "listed": match.listed, "kind": match.kind,
+                  "arch": match.arch, "match": match.how, "section": match.section, "container": match.container,
+                  "index": match.index}
+    host = f" of {os.path.basename(match.path)} ({match.listed})" if match is not None else ""
+    arch = (sig or {}).get("arch")
+    if origin == "sass":
+        clause = (f"The kernel's code is the {match.arch} SASS{host}, built ahead of time" if match is not None
+                  else f"The kernel's code is {arch} SASS built ahead of time by nvcc (no host file given holds it)")
+    elif origin == "jit-from-ptx":
+        clause = (f"The kernel's code was JIT-compiled by the driver from the {match.arch} PTX{host}" if match is not None
+                  else f"The kernel's code was JIT-compiled by the driver from PTX, for {arch} (no host file given "
+                       f"holds the PTX)")
+    else:
+        clause = None
+    return {"module_signature": ModuleSignature(sig, device_sm) if sig else None, "module_source": source, "module_origin": origin,
+            "module_origin_reason": reason, "module_clause": clause}
 
 
 def _demangled_functions(core) -> dict[str, str]:
@@ -507,3 +563,24 @@ def trap_site(trap: Evidence, path: str, cpu_flags: Collection[str] | None,
              "file_check": check}
     text = f"dmesg trap in {base}+{offset:#x}: {ins.text}"
     return Evidence(EvidenceKind.CRASH, text, Loc(path), facts=facts)
+
+
+def match_gpu_modules(lists: Sequence[list[Evidence]], paths: Sequence[str]) -> None:
+    """Say, on each GPU core's `gpu-fault` evidence (in place), which of the host files at
+    `paths` (ELF files given or named by the evidence) holds the faulting module's fatbin image,
+    and whether the module is that SASS or the driver's JIT of its PTX (binary/cudaorigin)."""
+    from dataclasses import replace
+
+    from .cudaorigin import match_module
+
+    done: dict[int, dict[str, Any]] = {}
+    for items, i, e in [(items, i, e) for items in lists for i, e in enumerate(items)]:
+        ms = e.facts.get("module_signature") if e.kind == EvidenceKind.GPU_FAULT else None
+        if not isinstance(ms, ModuleSignature):
+            continue
+        if id(ms) not in done:
+            match = next((m for m in (match_module(ms.sig, p, ms.device_sm) for p in dict.fromkeys(paths)) if m), None)
+            done[id(ms)] = module_facts(ms.sig, ms.device_sm, match)
+        facts = {**{k: v for k, v in e.facts.items() if not k.startswith("module_") or k == "module_arch"},
+                 **{k: v for k, v in done[id(ms)].items() if v is not None and k != "module_signature"}}
+        items[i] = replace(e, facts=facts)

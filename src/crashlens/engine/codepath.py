@@ -101,7 +101,9 @@ def gpu_crash(fault: Evidence | None) -> dict | None:
     """The JSON's `gpu_crash` object of a `gpu-fault` evidence (docs/json-schema.md)."""
     if fault is None:
         return None
-    f = dict(fault.facts)
+    f = {k: v for k, v in fault.facts.items() if k != "module_signature"}
+    if f.get("source") == "gpu-core":
+        f.setdefault("module_source", None)
     f["evidence"] = {"source": fault.loc.source, "line": fault.loc.line}
     f["device_backtrace"] = [{"function": fr.function, "file": fr.file or None, "line": fr.line, "pc": fr.pc,
                               "offset": fr.module_offset} for fr in fault.frames if fr.kind == FrameKind.GPU]
