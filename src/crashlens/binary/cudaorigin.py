@@ -138,6 +138,10 @@ def match_module(sig: dict[str, Any], path: str, device_sm: int | None = None) -
             ptx_hit: ModuleMatch | None = None
             for img in images:
                 if img.kind == "sass" and img.sm == sig["sm"]:
+                    # the loaded image is the cubin give or take a few bytes (28,640 -> 28,648):
+                    # skip the images of another size before decompressing them (big libraries)
+                    if abs((img.uncompressed_size or img.stored_size) - sig["size"]) > max(4096, sig["size"] // 8):
+                        continue
                     try:
                         data = decompress_image(elf, img)
                     except (FatbinError, ElfError):
