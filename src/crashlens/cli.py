@@ -8,14 +8,8 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import CrashlensError
-
-# Exit codes (README.md): 0 analysed and a cause found; 1 analysed, nothing recognised;
-# 2 usage or input error; 3 internal error (a bug: please report).
-EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT, 128 + SIGPIPE: what a shell reports
+from .errors import (EXIT_BROKEN_PIPE, EXIT_FOUND, EXIT_INTERNAL, EXIT_INTERRUPTED,  # noqa: F401
+                     EXIT_NOTHING, EXIT_USAGE, CrashlensError)
 
 
 def _fail(exc: CrashlensError) -> None:

@@ -33,8 +33,7 @@ from ..signature import Signature
 from .redact import Redactor, redacted
 from .text import code_path_line, fmt_evidence, one_line
 
-# Exit codes (docs/ci.md; README.md lists 0-3)
-EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 4
+from ..errors import EXIT_FAIL_ON, EXIT_FOUND, EXIT_NOTHING, EXIT_USAGE  # noqa: F401 (the one table)
 FAIL_ON_ANY = "any"
 
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 errors and 10 warnings (and notices) per step
