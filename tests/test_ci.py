@@ -295,7 +295,7 @@ def test_triage_database_recurrence(tmp_path: Path):
 
 @pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="the patch must reach forked workers")
 def test_triage_worker_death_and_exception_are_reported(tmp_path: Path, monkeypatch):
-    from crashlens import analyze, triage
+    from crashlens import pipeline as analyze, triage
 
     art = _bundles(tmp_path)
     real = analyze.analyze_inputs
