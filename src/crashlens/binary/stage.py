@@ -433,13 +433,13 @@ def _module_origins(core, data) -> dict[int, dict[str, Any]]:
     devices = {d.dev_id: d for d in core.devices}
     out: dict[int, dict[str, Any]] = {}
     for f in core.faults:
-        if f.module_handle is None or f.module_handle in out or f.module_handle not in core.images:
+        if f.module_handle is None or f.module_handle in out:
             continue
-        off, size, _rel = core.images[f.module_handle]
-        sig = module_signature(bytes(data[off:off + size]))
+        img = core.images.get(f.module_handle)  # absent: the dump left it out (or was cut)
+        sig = module_signature(bytes(data[img[0]:img[0] + img[1]])) if img else None
         dev = devices.get(f.device)
-        sm = int(dev.sm_version.replace(".", "")) if dev and dev.sm_version and dev.sm_version.replace(".", "").isdigit() else None
-        out[f.module_handle] = module_facts(sig, sm, None)
+        digits = (dev.sm_version or "").replace(".", "") if dev else ""
+        out[f.module_handle] = module_facts(sig, int(digits) if digits.isdigit() else None, None)
     return out
 
 
@@ -465,8 +465,8 @@ def module_facts(sig, device_sm: int | None, match) -> dict[str, Any]:
                        f"holds the PTX)")
     else:
         clause = None
-    return {"module_signature": ModuleSignature(sig, device_sm) if sig else None, "module_source": source, "module_origin": origin,
-            "module_origin_reason": reason, "module_clause": clause}
+    return {"module_signature": ModuleSignature(sig, device_sm) if sig else None, "module_source": source,
+            "module_origin": origin, "module_origin_reason": reason, "module_clause": clause}
 
 
 def _demangled_functions(core) -> dict[str, str]:
