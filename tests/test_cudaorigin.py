@@ -133,3 +133,13 @@ def test_a_local_rebuild_matches(tmp_path):
     if sig["toolkit"]["version"] not in subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout:
         pytest.skip("another nvcc version than the dumps' (13.0.88)")
     assert (m.kind, m.how, m.image) == ("sass", "code", 2)
+
+
+def test_the_original_builds_cubin_has_the_dumps_code_not_its_bytes():
+    """fixtures/gpu-cores/crash_li.sm_90.cubin is `cuobjdump -xelf` of the executable that made
+    the complete dumps: same size, code sections and toolkit note as the loaded image, other bytes."""
+    cubin = module_signature((GPU / "crash_li.sm_90.cubin").read_bytes())
+    for name in SASS_DUMPS:
+        sig = signature(name)
+        assert cubin["kernels"] == sig["kernels"] and cubin["toolkit"] == sig["toolkit"]
+        assert cubin["sha256"] != sig["sha256"]
