@@ -179,11 +179,16 @@ def test_similarity_proposes_below_rules_and_names_its_example():
                                  "least two devices, cuda:1 and cpu!"])
     assert ref is not None and ref.category == "device-or-dtype-mismatch" and score >= similar.MIN_SIMILARITY
     # an unrecognised wording: proposed by similarity, marked so, naming the example
-    a = analyze_text("ERROR: training failed: found at least two devices, cuda:0 and cpu, expected all tensors on the same device\n")
-    sims = [c for c in a.causes if c.rule == "similarity"]
-    if sims:
-        assert "by similarity" in sims[0].title and sims[0] is a.causes[-1]
-        assert "resembles" in sims[0].explanation
+    unknown = "ERROR: training failed: found at least two devices, cuda:0 and cpu, expected all tensors on the same device\n"
+    a = analyze_text(unknown)
+    assert [c.rule for c in a.causes] == ["similarity"]
+    sim = a.causes[0]
+    assert sim.category == "device-or-dtype-mismatch" and "by similarity" in sim.title
+    assert "resembles" in sim.explanation and a.primary_error is not None
+    # beside a rule-backed cause it comes last, and never surer than the cause above it
+    b = analyze_text(unknown + "./train.sh: line 12:  4242 Killed                  python train.py\n")
+    assert b.causes[0].category == "host-oom-killed" and b.causes[-1].rule == "similarity"
+    assert b.causes[-1].confidence < b.causes[0].confidence
 
 
 def test_eval_summary_reports_every_figure():
