@@ -487,14 +487,14 @@ def _mark_roots(excs: list[Evidence]) -> list[Evidence]:
     from dataclasses import replace
 
     roots: set[int] = set()
+    candidates: set[str] = set()  # chains that already have an exception that could be the root
     for i, e in enumerate(excs):
         f = e.facts
         if f["secondary"] or f["wrapper"]:
             continue
-        if f["chain_pos"] == 0 or not any(
-                p.facts["chain"] == f["chain"] and not p.facts["wrapper"] and not p.facts["secondary"]
-                for p in excs[:i]):
+        if f["chain_pos"] == 0 or f["chain"] not in candidates:
             roots.add(i)
+        candidates.add(f["chain"])
     if not roots:  # only wrappers (a CalledProcessError alone): the last one is all there is
         cands = [i for i, e in enumerate(excs) if not e.facts["secondary"]]
         if cands:
