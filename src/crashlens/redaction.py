@@ -429,7 +429,7 @@ class Redactor:
         """A copy of an Analysis (any frozen dataclass) with every string in it redacted: what a
         renderer then cuts, wraps or shortens holds no secret. Contexts are learnt from every
         string first (an AWS key id in the command line makes a secret in the error line one)."""
-        self.learn("\n".join(_strings(a)))
+        self.learn("\n".join(strings_in(a)))
         return self._walk(a)
 
     def signature(self, sig: Any) -> Any:
@@ -735,7 +735,7 @@ class Redactor:
         return text
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings_in(value: Any) -> Iterator[str]:
     """Every string inside a dataclass, mapping or sequence (callables and enums skipped)."""
     if isinstance(value, str):
         if not isinstance(value, Enum):
@@ -744,13 +744,13 @@ def _strings(value: Any) -> Iterator[str]:
         for f in dataclasses.fields(value):
             v = getattr(value, f.name)
             if not (callable(v) and not dataclasses.is_dataclass(v)):
-                yield from _strings(v)
+                yield from strings_in(v)
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings_in(v)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _strings(v)
+            yield from strings_in(v)
 
 
 def _detect_hosts(text: str) -> set[str]:

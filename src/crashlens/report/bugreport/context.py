@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ... import knowledge
 from ...model import Analysis
+from ...redaction import strings_in
 from ...signature import Signature
 from .. import redact as redaction
 from ..json import to_dict
@@ -160,7 +161,7 @@ def context(a: Analysis, sig: Signature, red: "redaction.Redactor | None" = None
     scrub = red if red is not None else (lambda text: text)
     if red is not None:
         red.learn_inputs(a.inputs)  # host names in prefixes the analysis strips, contexts far from their secret
-        for s in _strings(d):
+        for s in strings_in(d):
             red.learn(s)
         d = red.deep(d)
     primary = None
@@ -220,12 +221,3 @@ def context(a: Analysis, sig: Signature, red: "redaction.Redactor | None" = None
     return ctx
 
 
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
