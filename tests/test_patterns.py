@@ -9,21 +9,10 @@ import regex
 
 from crashlens.patterns import AnchorMatcher, LineScanner, Untranslatable, hsdb, translate
 
+from .test_select import ANCHORS  # the same realistic anchor set
+
 HAVE_HS = hsdb.available()
 
-ANCHORS = [
-    "Traceback",
-    "Error",
-    "error:",
-    "CUDA",
-    "NCCL WARN",
-    "Killed",
-    "Segmentation fault",
-    "out of memory",
-    r"\bXid\b",
-    "core dumped",
-    "FAILED",
-]
 
 
 def test_translate_rejects_regex_only_syntax():

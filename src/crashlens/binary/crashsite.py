@@ -11,17 +11,7 @@ The ladder, each step saying what it found and how (`method`, `thread_reason`, `
    `faulthandler_fatal_error` restores SIG_DFL and calls raise()) leaves the core's registers in
    libc's raise/pthread_kill and the signal self-sent (si_code SI_TKILL/SI_USER, si_pid = the
    process). The interrupted context is still on the stack, in the kernel's signal frame
-   (arch/x86/include/asm/sigframe.h, x86-64):
-
-       rt_sigframe   +0    pretcode (the handler's return address: sa_restorer, libc's __restore_rt)
-                     +8    struct ucontext: uc_flags, uc_link, uc_stack (24 bytes)
-                     +48   uc_mcontext = struct sigcontext: r8 r9 r10 r11 r12 r13 r14 r15 rdi rsi
-                           rbp rbx rdx rax rcx rsp rip eflags (18 words), cs gs fs ss (u16),
-                           err, trapno, oldmask, cr2, fpstate, reserved[8]
-                     +304  uc_sigmask
-                     +312  siginfo_t (128 bytes)
-
-   and the kernel puts it at an address = 8 (mod 16) (align_sigframe). The thread's stack
+   (its layout: binary/sigframe.py), and the kernel puts it at an address = 8 (mod 16) (align_sigframe). The thread's stack
    (or its sigaltstack, where faulthandler runs) is scanned upward from its stack pointer, at
    most SCAN_BYTES, for a frame whose cs is the 64-bit user selector 0x33, whose saved rsp
    lies in mapped writable memory, whose rip lies in an executable mapping, whose siginfo is
