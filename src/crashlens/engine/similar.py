@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Iterable, Sequence
 
 import regex as re
@@ -136,15 +136,9 @@ def _overlaps(a: Evidence, b: Evidence) -> bool:
     return a.loc.line <= (b.loc.end_line or b.loc.line) and b.loc.line <= (a.loc.end_line or a.loc.line)
 
 
-_INDEX: dict[int, SimilarityIndex] = {}
-
-
+@lru_cache(maxsize=2)  # keyed on the rule base itself (hashed by identity), not on a reusable id()
 def index_for(rules: RuleBase) -> SimilarityIndex:
-    key = id(rules)
-    if key not in _INDEX:
-        _INDEX.clear()
-        _INDEX[key] = SimilarityIndex([*rule_references(rules), *fixture_references()])
-    return _INDEX[key]
+    return SimilarityIndex([*rule_references(rules), *fixture_references()])
 
 
 def propose(causes: Sequence[Cause], lines: Sequence[Evidence], items: Sequence[Evidence],
