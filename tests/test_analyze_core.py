@@ -27,21 +27,49 @@ def _core(name: str, tmp: Path, *flags: str):
     return prog, c.core
 
 
-def test_amx_sigill_core_gives_instruction_and_verdict(tmp_path: Path):
+CPUINFO = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+AMX_PATH = crashers.amx_path(CPUINFO)   # "xfd": this CPU has AMX; "ud": it has not
+
+
+@pytest.mark.parametrize("path", [AMX_PATH], ids=lambda p: f"{p}-this-cpu")
+def test_amx_sigill_core_gives_instruction_and_verdict(tmp_path: Path, path: str):
     prog, core = _core("amx", tmp_path, "-mamx-tile")
     log = tmp_path / "run.log"
     log.write_text(f"$ {prog}\nIllegal instruction (core dumped)\n")
-    a = analyze_paths([log, core])
+    _assert_amx_analysis(analyze_paths([log, core]), path, "tile_setup")
+
+
+@pytest.mark.parametrize("recording", crashers.AMX_RECORDINGS, ids=lambda r: f"{r}-recorded")
+@pytest.mark.parametrize("mode", ["plain", "reraise"])
+def test_amx_sigill_recorded_core_with_its_cpuinfo(tmp_path: Path, recording: str, mode: str):
+    """A core from another machine, its program under --lib-path and that machine's cpuinfo
+    beside it: the verdict is about that CPU, not this one."""
+    rec = crashers.recorded_amx(recording, mode)
+    path = rec.path
+    core, program = crashers.unpack_recorded(rec, tmp_path)
+    (tmp_path / "cpuinfo.txt").write_text(rec.cpuinfo)
+    log = tmp_path / "run.log"
+    fatal = "Fatal Python error: Illegal instruction\n" if mode == "reraise" else ""
+    log.write_text(f"$ ./amx {mode}\n{fatal}Illegal instruction (core dumped)\n")
+    a = analyze_paths([log, core, tmp_path / "cpuinfo.txt"], Options(lib_paths=(program.parent,)))
+    _assert_amx_analysis(a, path, "tile_setup")
+    assert a.crash.pc == rec.gdb_fault_pc
+
+
+def _assert_amx_analysis(a, path: str, function: str) -> None:
     top = a.causes[0]
     assert top.category == "cpu-isa-unsupported" and top.confidence >= 0.9
-    assert "ldtilecfg" in top.explanation and "AMX-TILE" in top.explanation
+    assert crashers.AMX_FAULTING[path] in top.explanation and "AMX-TILE" in top.explanation
+    if path == "xfd":
+        assert "ARCH_REQ_XCOMP_PERM" in top.explanation
     assert any(e.kind == "crash" for e in top.evidence)
-    assert a.crash is not None and a.crash.cpu_supports is False and a.crash.function == "tile_setup"
+    assert a.crash is not None and a.crash.cpu_supports is False and a.crash.function == function
     from crashlens.report.json import to_dict
     from crashlens.signature import signature
 
     doc = to_dict(a, signature(a))
     assert doc["crash"]["signal"] == "SIGILL" and doc["crash"]["required_isa"] == ["AMX-TILE"]
+    assert doc["crash"]["instruction"].split()[0] == crashers.AMX_FAULTING[path]
     json.dumps(doc)
 
 

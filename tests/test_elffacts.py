@@ -15,7 +15,6 @@ import re
 import shutil
 import struct
 import subprocess
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -23,6 +22,8 @@ import pytest
 
 from crashlens.binary.elf import ElfError, ElfFile, iter_verneed, StringTable
 from crashlens.binary.elffacts import DynamicSymbols, ElfFacts, read_elf_facts
+
+from .conftest import pages_touched
 
 GCC = shutil.which("gcc")
 GXX = shutil.which("g++")
@@ -619,20 +620,16 @@ BIG = ["libtorch_cpu.so", "libcublasLt.so.13", "libnccl.so.2", "libcudnn_graph.s
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", BIG)
-def test_big_libraries_match_readelf_and_are_fast(name: str) -> None:
+def test_big_libraries_match_readelf_and_touch_little(name: str) -> None:
     path = MATERIALS / name
     if not path.exists():
         pytest.skip(f"{path} is not here (see bench/README.md to fetch it)")
     read_elf_facts(path)                             # warm the page cache for the headers
-    best = min(_timed(lambda: read_elf_facts(path)) for _ in range(3))
-    assert best < 0.1, f"{best:.3f} s"
+    _, pages = pages_touched(lambda: read_elf_facts(path))
+    # the facts come from headers and the dynamic tables: a few pages of the mapping, not the file
+    # (the speed beside readelf is bench/bench_elf.py's)
+    assert pages < path.stat().st_size // 4096 // 100, f"{pages} page faults"
     assert_matches_readelf(read_elf_facts(path), path, symbols=name != "libtorch_cpu.so")
-
-
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 @pytest.mark.timeout(120)
@@ -824,13 +821,11 @@ def test_version_chain_loops_are_cut(victim, case: str) -> None:
         for k in range(size // 16):
             struct.pack_into("<I", data, off + 16 * k + 12, 1)  # every next = 1: overlapping entries
     tracemalloc.start()
-    t = time.perf_counter()
     try:
         facts = check_survives(bytes(data))
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    assert time.perf_counter() - t < 10
     assert peak < 32 << 20, peak
     if facts is not None:
         assert sum(len(n.versions) for n in facts.version_needs) <= size // 16

@@ -135,15 +135,14 @@ def test_compressed_input_is_read_up_to_its_limit(tmp_path: Path) -> None:
         assert len(f.read()) == 1_600_000 and f.error is None  # exactly the limit: complete
 
 
+@pytest.mark.timeout(60)  # a hang fails here; how fast it is, bench/hostile.py says
 def test_fifo_without_writer_does_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import crashlens.inputs.collect as collect_module
 
     monkeypatch.setattr(collect_module, "_PIPE_WAIT", 0.2)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    t0 = time.monotonic()
     [inp], notes = collect_inputs([fifo])
-    assert time.monotonic() - t0 < 5
     assert inp.kind == "empty" and "no writer" in notes[0]
 
 
@@ -183,6 +182,7 @@ def test_folder_walk_refuses_devices_fifos_and_links_leaving_it(tmp_path: Path) 
     assert f"{b}/pipe-link.log: skipped, not a regular file" in notes
 
 
+@pytest.mark.timeout(60)  # a hang fails here; how fast it is, bench/hostile.py says
 def test_triage_hash_opens_no_fifo_or_device(tmp_path: Path) -> None:
     from crashlens.triage import content_hash
 
@@ -192,9 +192,8 @@ def test_triage_hash_opens_no_fifo_or_device(tmp_path: Path) -> None:
     os.mkfifo(b / "pipe.log")
     os.symlink("/dev/zero", b / "zero.log")
     os.symlink(b / "pipe.log", b / "pipe-link.log")
-    t0 = time.monotonic()
     h = content_hash(str(b))
-    assert time.monotonic() - t0 < 5 and len(h) == 64
+    assert len(h) == 64
 
 
 def test_many_small_files_cost_no_chunk_buffer_each(tmp_path: Path) -> None:
@@ -222,6 +221,7 @@ def test_repeated_notes_are_summarised() -> None:
     assert out[-1] == "… and 995 more inputs like the above: archive nested deeper than 4 levels; not opened"
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("source, message", [
     ("{{ 'A' * 10**10 }}", "repeated"),
     ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", "wrote more than"),
@@ -235,10 +235,8 @@ def test_repeated_notes_are_summarised() -> None:
     ("{{ [1] * 10**10 }}", "repeated"),
 ])
 def test_template_bombs_are_template_errors(source: str, message: str) -> None:
-    t0 = time.monotonic()
     with pytest.raises(TemplateError, match=message):
         render_markdown(source, "t.md", {"a": 1})
-    assert time.monotonic() - t0 < 5
 
 
 def test_template_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:

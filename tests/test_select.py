@@ -8,7 +8,6 @@ import os
 import random
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -361,17 +360,14 @@ def test_giant_single_line_file(tmp_path, trailing_newline):
         if trailing_newline:
             f.write(b"\n")
     stats = SelectStats()
-    t0 = time.perf_counter()
     with open(path, "rb") as f:
         got = list(
             select_lines(f, ["CUDA error", "never there"], stats=stats, head=0, tail=0, max_line=1000)
         )
-    elapsed = time.perf_counter() - t0
     assert got == [(1, "0123456789abcdef" * 62 + "01234567" + f" …[cut {size - 1000} bytes]")]
     assert stats.mode == "selected"
     assert stats.total_lines == 1 and stats.truncated_lines == 1
     assert stats.total_bytes == size + trailing_newline
-    assert elapsed < 10, elapsed
     # and without an anchor in it the line is not selected
     with open(path, "rb") as f:
         assert list(select_lines(f, ["never there"], head=0, tail=0)) == []

@@ -33,12 +33,16 @@ The ladder, each step saying what it found and how (`method`, `thread_reason`, `
      - XCR0 lacks AMX TILECFG/TILEDATA (bits 17, 18): the kernel enabled no tile state --
        the CPU has no AMX (or the kernel predates 5.16): any AMX instruction is #UD -> False.
      - XCR0 has them: the kernel runs AMX with XFD, and a process that never called
-       arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) gets SIGILL with si_code
-       ILL_ILLOPC from the #NM handler (arch/x86/kernel/traps.c handle_xfd_event), where a
-       CPU that lacks the instruction raises #UD -> SIGILL with ILL_ILLOPN (handle_invalid_op).
-       So ILL_ILLOPC at an AMX instruction = no permission -> False; ILL_ILLOPN on an AMX
-       CPU = the instruction itself was invalid there (no tile configuration loaded): not a
-       missing extension -> True.
+       arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) gets SIGILL at its first
+       instruction that touches tile data (TILEZERO, TILELOADD, TDP*...); LDTILECFG runs.
+       The kernel's XFD handler sends it with ILL_ILLOPC from #NM (arch/x86/kernel/traps.c
+       handle_xfd_event), but a real core from an AMX CPU under a hypervisor (Linux 6.18,
+       fixtures/cores/amx) shows the same refusal as #UD: ILL_ILLOPN, trap 6. So the si_code
+       does not separate the cases; the tile configuration does: with TILECFG loaded
+       (XSTATE_BV bit 17 of the interrupted context, from NT_X86_XSTATE or the signal
+       frame's XSAVE area) a tile-data instruction is valid, and its SIGILL is the permission
+       refusal -> False. ILL_ILLOPC or a #NM trap say the same. Without a loaded
+       configuration the instruction may simply be invalid as executed -> None, both named.
    An extension the CPU and the process both support is never blamed.
 
 Not here: the native unwinder and the symbolised backtrace beyond the faulting frame.
@@ -81,6 +85,12 @@ TRAP_SIGNALS = {0: (8,), 1: (5,), 3: (5,), 4: (11,), 5: (11,), 6: (4,), 7: (4,),
 XCR0_SSE, XCR0_AVX = 0x2, 0x6
 XCR0_AVX512 = 0xE6
 XCR0_AMX = 0x60000
+XCR0_TILECFG = 0x20000
+# AMX instructions that touch only TILECFG; every other AMX instruction touches TILEDATA, the
+# state a process must ask for (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) before
+# its first use (Linux Documentation/arch/x86/xstate.rst)
+AMX_TILECFG_ONLY = frozenset({"ldtilecfg", "sttilecfg"})
+XSAVE_HEADER = 512               # XSTATE_BV's offset in an XSAVE area (Intel SDM vol. 1, 13.4.2)
 XCR0_PKRU = 0x200
 XCR0_MPX = 0x18
 XCR0_APX = 0x80000
@@ -124,6 +134,7 @@ class SignalFrame:
     trapno: int                        # the thread's last CPU exception (thread.trap_nr)
     err: int                           # its error code (page faults: P, W, U, RSVD, I, PK bits)
     cr2: int                           # the faulting address of the last page fault
+    fpstate: int = 0                   # where the interrupted context's XSAVE area was saved (0: none)
 
     @property
     def pc(self) -> int:
@@ -159,6 +170,12 @@ class SignalFrame:
             return si.signo, si.code, addr, "the frame's siginfo"
         sig = TRAP_SIGNALS.get(self.trapno)
         if sig is None or (raised is not None and raised not in sig):
+            if self.restorer_checked and raised is not None:
+                # the kernel records trap_nr only on its do_trap paths: the XFD #NM handler sends
+                # SIGILL without it (fixtures/cores/amx/xfd-nm: trap 0), so a stale trap number
+                # says nothing against a frame whose return address is __restore_rt
+                return raised, None, None, (f"a frame returning to __restore_rt; its trap number ({self.trap}) "
+                                            f"does not explain {signal_name(raised)} and is taken as stale")
             return None, None, None, f"no siginfo in the frame and {self.trap} does not explain {signal_name(raised)}"
         signo = raised if raised in sig else sig[0]
         rip = self.registers["rip"]
@@ -451,11 +468,14 @@ _UD = ("ud0", "ud1", "ud2")
 
 
 def isa_verdict(ins: Instruction | None, *, signo: int | None, si_code: int | None = None,
-                xcr0: int | None = None, cpu_flags: Iterable[str] | str | None = None) -> tuple[bool | None, str]:
+                xcr0: int | None = None, cpu_flags: Iterable[str] | str | None = None,
+                trapno: int | None = None, tile_config: bool | None = None) -> tuple[bool | None, str]:
     """(cpu_supports, one-line reason): can this CPU and this process run `ins`?
 
     Answers only for SIGILL (None otherwise). False needs evidence: a CPU flag that is
-    missing, an XCR0 state component that is not enabled, or the AMX permission denial."""
+    missing, an XCR0 state component that is not enabled, or the AMX permission denial.
+    trapno: the CPU exception behind the signal, where a signal frame kept it; tile_config:
+    whether the interrupted context had a tile configuration loaded (XSTATE_BV bit 17)."""
     if signo != SIGILL:
         return None, (f"{signal_name(signo) or 'no signal'}: the instruction-set verdict applies to SIGILL only")
     if ins is None:
@@ -506,19 +526,35 @@ def isa_verdict(ins: Instruction | None, *, signo: int | None, si_code: int | No
                        f"and no process on this system can run it ({cpu})")
     if amx:
         exts = ", ".join(needed)
-        if si_code == ILL_ILLOPC and (xcr0 is not None or have_cpu):
+        data = ins.mnemonic not in AMX_TILECFG_ONLY
+        refused = si_code == ILL_ILLOPC or trapno == 7
+        if data and (refused or tile_config is True) and (xcr0 is not None or have_cpu):
+            how = ("SIGILL" + (f"/{code_name}" if code_name else "")
+                   + (f", trap {TRAPS[trapno]}" if trapno in (6, 7) else ""))
+            if refused:
+                why = "the XFD #NM path"
+            else:
+                why = ("the tile configuration was loaded (TILECFG in use), so the instruction was valid; "
+                       "kernels and hypervisors report this refusal as #NM/ILL_ILLOPC or as #UD/ILL_ILLOPN")
             return False, (f"no AMX permission: the CPU{' lists ' + exts if have_cpu else ''} and the kernel "
                            f"enabled tile state{f' (XCR0 {xcr0:#x})' if xcr0 is not None else ''}, but the "
-                           f"process never called arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): the first "
-                           f"AMX use, {where}, was refused with SIGILL/ILL_ILLOPC (the XFD #NM path)")
-        if si_code == ILL_ILLOPN and have_cpu and xcr0 is not None:
-            return True, (f"this CPU and kernel support {exts} (XCR0 {xcr0:#x}) and the fault is a #UD "
-                          f"(ILL_ILLOPN), not the permission refusal (ILL_ILLOPC): {where} was invalid as "
-                          f"executed (no valid tile configuration loaded with LDTILECFG?)")
+                           f"process never called arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): its first "
+                           f"use of tile data, {where}, was refused with {how} ({why})")
+        if data and have_cpu and xcr0 is not None:
+            loaded = ("no tile configuration was loaded (TILECFG in its initial state)" if tile_config is False
+                      else "whether a tile configuration was loaded is not in the core")
+            return None, (f"this CPU and kernel support {exts} (XCR0 {xcr0:#x}) and {where} touches tile data; "
+                          f"{loaded}: either the process lacked arch_prctl(ARCH_REQ_XCOMP_PERM, "
+                          f"XFEATURE_XTILEDATA) permission or the instruction was invalid as executed "
+                          f"(no LDTILECFG before it)")
+        if have_cpu and xcr0 is not None:
+            return True, (f"this CPU and kernel support {exts} (XCR0 {xcr0:#x}) and {where} needs no tile-data "
+                          f"permission: it was invalid as executed ({code_name or 'si_code unknown'}: a bad "
+                          f"tile configuration or operand)")
         if unknown_cpu and xcr0 is not None:
             return None, (f"the kernel enabled AMX tile state (XCR0 {xcr0:#x}); without CPU flags it is unknown "
-                          f"whether the CPU has {exts} ({code_name or 'si_code unknown'}: ILL_ILLOPC would mean "
-                          f"the process lacked arch_prctl(ARCH_REQ_XCOMP_PERM) permission)")
+                          f"whether the CPU has {exts} ({code_name or 'si_code unknown'}: a process without "
+                          f"arch_prctl(ARCH_REQ_XCOMP_PERM) permission is refused at its first tile-data use)")
         if xcr0 is None:
             return None, (f"{where} needs {exts}; XCR0 is not in the core and "
                           f"{'no CPU flags were given' if flags is None else 'the CPU flags list it'}: "
@@ -591,7 +627,7 @@ def _frame_at(core: Core, mem: _Memory, buf: bytes, off: int, address: int, e: s
     if len(code) >= 7 and not checked:
         return None   # readable and not __restore_rt: not a kernel frame
     regs.update(cs=cs, gs=gs, fs=fs, ss=ss)
-    return SignalFrame(address, pretcode, checked, regs, si, trapno, err, cr2)
+    return SignalFrame(address, pretcode, checked, regs, si, trapno, err, cr2, fpstate)
 
 
 def _frame_siginfo(raw: bytes, e: str, trapno: int, cr2: int) -> SigInfo | None:
@@ -734,7 +770,10 @@ def _crash_site(core: Core, mem: _Memory, cpu_flags: Any, notes: list[str]) -> C
             notes.append(f"aarch64 instruction word at pc: {int.from_bytes(raw, 'little'):#010x} (not decoded)")
     required = tuple(instruction.extensions) if instruction and instruction.faults else ()
     if core.e_machine == EM_X86_64:
-        supports, reason = isa_verdict(instruction, signo=signo, si_code=code, xcr0=xcr0, cpu_flags=cpu_flags)
+        xstate_bv = _interrupted_xstate_bv(core, thread, frame)
+        supports, reason = isa_verdict(instruction, signo=signo, si_code=code, xcr0=xcr0, cpu_flags=cpu_flags,
+                                       trapno=frame.trapno if frame is not None else None,
+                                       tile_config=None if xstate_bv is None else bool(xstate_bv & XCR0_TILECFG))
     else:
         supports, reason = None, f"the instruction-set verdict is implemented for x86-64 ({core.machine} core)"
     return CrashSite(thread.tid, thread.index, thread_reason, method, method_reason, signo, signal_name(signo),
@@ -743,6 +782,17 @@ def _crash_site(core: Core, mem: _Memory, cpu_flags: Any, notes: list[str]) -> C
                      module_address, module_file, build_id, build_match, function, function_start,
                      function_offset, function_source, instruction, required, supports, reason, xcr0, frame,
                      tuple(dict.fromkeys(list(core.notes) + notes)))
+
+
+def _interrupted_xstate_bv(core: Core, thread: Any, frame: SignalFrame | None) -> int | None:
+    """XSTATE_BV of the context the fault interrupted: the signal frame's XSAVE area after a
+    re-raise (the thread's own state is then the handler's), else the thread's NT_X86_XSTATE."""
+    if frame is None:
+        return thread.xstate.xstate_bv if thread.xstate is not None else None
+    if not frame.fpstate:
+        return None
+    raw = core.read_available(frame.fpstate + XSAVE_HEADER, 8)
+    return int.from_bytes(raw, "little") if len(raw) == 8 else None
 
 
 def _file_vaddr(elf: ElfFile, file_off: int) -> int | None:
