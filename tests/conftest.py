@@ -81,3 +81,23 @@ def bytes_read(fn):
     before = rchar()
     result = fn()
     return result, rchar() - before
+
+
+def without_privilege() -> list[str] | None:
+    """A command prefix under which permission checks apply, or None where none exists: nothing
+    for an ordinary user; for root, setpriv with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of
+    the bounding set (root then obeys a file's mode bits like its owner). Tests of unreadable
+    files run the same on both instead of skipping as root."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    if subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        return None   # a container that forbids changing the bounding set
+    return prefix

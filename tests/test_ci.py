@@ -177,6 +177,7 @@ def test_unwritable_output_file_is_a_usage_error(tmp_path: Path):
 # --- exit codes ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fail_on_exit_codes(tmp_path: Path):
     ok = tmp_path / "ok.log"
     ok.write_text("all fine\n")

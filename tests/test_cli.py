@@ -96,6 +96,7 @@ def test_partial_report_names_what_was_skipped(tmp_path: Path):
     assert any("garbage.bin" in n for n in doc["notes"])
 
 
+@pytest.mark.slow
 def test_one_line_two_hundred_megabytes(tmp_path: Path):
     big = tmp_path / "one-line.log"
     with big.open("wb") as f:

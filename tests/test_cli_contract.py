@@ -3,6 +3,7 @@ and closed pipes, standard input, encodings, -V, --no-color, --gpu and `rules te
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, without_privilege
 
 EXAMPLE = ROOT / "examples" / "seed-crash"
 
@@ -56,17 +57,40 @@ def test_closed_stdout_exits_141_quietly(fmt):
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_exits_130():
-    # standard input that stays open and empty keeps crashlens waiting in its reader until SIGINT
+    # standard input that stays open and empty keeps crashlens waiting in its reader until SIGINT.
+    # The child gets SIGINT's default action whatever this runner's is: a test run started in the
+    # background of a non-interactive shell inherits SIGINT ignored, and so would crashlens.
     p = subprocess.Popen([*_cmd(), "analyze", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    time.sleep(3)  # past the interpreter's start-up
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    _wait_until_blocked_on_stdin(p.pid)
     assert p.poll() is None, p.communicate()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err  # not 1: that means "nothing recognised"
     assert "Traceback" not in err and "Aborted" not in err
+
+
+def _wait_until_blocked_on_stdin(pid: int, limit: float = 120.0) -> None:
+    """Until the process sleeps in poll/read (past its start-up, however slow the machine is):
+    /proc/PID/syscall names the system call it sleeps in. Where that file cannot be read, a
+    fixed wait stands in."""
+    waits = ({63, 72, 73} if os.uname().machine == "aarch64"       # read, pselect6, ppoll
+             else {0, 7, 23, 270, 271})                              # x86-64: read, poll, select, pselect6, ppoll
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            nr = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+        except (OSError, IndexError):
+            time.sleep(3)
+            return
+        if nr.isdigit() and int(nr) in waits:
+            time.sleep(0.2)
+            return
+        time.sleep(0.1)
 
 
 def test_latin1_output_encoding_is_no_internal_error():
@@ -136,3 +160,33 @@ def test_progress_on_stderr_only_when_it_is_a_terminal():
     assert b"inspecting" not in out  # stdout carries only the JSON
     r = run("inspect", "--json", lib)  # stderr a pipe: no progress at all
     assert "inspecting" not in r.stderr
+
+
+def test_unreadable_files_without_privilege(tmp_path: Path):
+    """A file of the bundle that cannot be read, and a library the log names under a folder that
+    cannot be searched: notes and an answer, never an internal error. Run without the privilege
+    to bypass permissions (as root too: see conftest.without_privilege)."""
+    prefix = without_privilege()
+    if prefix is None:
+        pytest.skip("root without setpriv (util-linux): permission checks cannot be made to apply")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "libfused.so").write_bytes(b"\x7fELF")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    secret = bundle / "secret.log"
+    secret.write_text("RuntimeError: CUDA error: out of memory\n")
+    log = bundle / "run.log"
+    log.write_text(f"ImportError: {locked}/libfused.so: cannot open shared object file: Permission denied\n")
+    secret.chmod(0)
+    locked.chmod(0)
+    try:
+        r = subprocess.run([*prefix, *_cmd(), "analyze", "--json", str(bundle)], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    finally:
+        locked.chmod(0o755)
+        secret.chmod(0o644)
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    doc = json.loads(r.stdout)
+    assert any("secret.log" in n and "Permission denied" in n for n in doc["notes"]), doc["notes"]

@@ -435,6 +435,7 @@ def _survives(data: bytes) -> None:
         m.to_json()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_fuzz_notes(small_core, data):
@@ -472,6 +473,7 @@ def test_fuzz_notes(small_core, data):
     _survives(bytes(buf))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_fuzz_headers(small_core, data):
@@ -519,6 +521,7 @@ def test_aarch64_core(tmp_path):
 
 # -- notes-only triage does not grow with the core ---------------------------------------------------
 
+@pytest.mark.slow
 def test_triage_cost_is_flat(tmp_path_factory, segv):
     mib = int(os.environ.get("CRASHLENS_BIG_CORE_MIB", "1024"))
     free = shutil.disk_usage(tmp_path_factory.getbasetemp()).free

@@ -618,6 +618,7 @@ def test_system_libraries_match_readelf(path: str) -> None:
 BIG = ["libtorch_cpu.so", "libcublasLt.so.13", "libnccl.so.2", "libcudnn_graph.so.9", "libtorch_cuda.so"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", BIG)
 def test_big_libraries_match_readelf_and_touch_little(name: str) -> None:
@@ -632,6 +633,7 @@ def test_big_libraries_match_readelf_and_touch_little(name: str) -> None:
     assert_matches_readelf(read_elf_facts(path), path, symbols=name != "libtorch_cpu.so")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_components_of_real_cuda_libraries() -> None:
     found = {}
@@ -768,6 +770,7 @@ def test_mutated_fields_never_crash(victim, data) -> None:
     check_survives(_mutate(raw, changes))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @_SETTINGS
 @given(st.data())

@@ -204,6 +204,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: d / name for name in [*jobs, "app"]}
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("mode", sorted(COMPRESS))
 def test_nvcc_gencodes_and_compression(built: dict[str, Path], mode: str) -> None:
@@ -278,6 +279,7 @@ REAL = {  # file: (ELF images, PTX images), as cuobjdump 13.5 lists them (-all)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_library(name: str) -> None:
     path = MATERIALS / name

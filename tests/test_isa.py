@@ -303,6 +303,7 @@ def test_name_hints(name, rank):
 LIBTORCH = Path("/tmp/crashlens-materials/lib/libtorch_cpu.so")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LIBTORCH.is_file(), reason=f"{LIBTORCH} is absent (see shared/materials.md)")
 @pytest.mark.timeout(600)
 def test_libtorch_kernels_are_dispatched():

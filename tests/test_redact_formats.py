@@ -268,6 +268,7 @@ def _leaks(text: str, secret: str, window: int = 10) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_no_secret_leaves_in_any_output(corpus, name: str):
     planted, outputs = corpus

@@ -316,6 +316,7 @@ def _outputs(planted: Path, *flags: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_planted_secrets_are_redacted_in_every_output(planted: Path):
     plain = _outputs(planted, "--no-redact")
     red = _outputs(planted, "--redact", "all")

@@ -488,6 +488,7 @@ def _long_lines_log(seed: int, n_lines: int, crlf: bool, trailing_newline: bool)
     return text.encode()
 
 
+@pytest.mark.slow
 @needs_fork
 @pytest.mark.parametrize(
     "seed,crlf,trailing_newline",

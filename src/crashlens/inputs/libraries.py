@@ -109,7 +109,7 @@ def locate(names: Sequence[tuple[str, Evidence | None]], *, inputs: Sequence[Inp
         if name.startswith("/") or name.startswith("."):
             candidates.append(Path(name))
         for c in candidates:
-            if c.is_file():
+            if _is_file(c):
                 found = str(c)
                 break
         base = Path(name).name
@@ -117,3 +117,12 @@ def locate(names: Sequence[tuple[str, Evidence | None]], *, inputs: Sequence[Inp
             found = index.get(base) or by_input.get(base)
         out.append(LibraryRef(name, ev, found))
     return out
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file without the exceptions: a path a log names may lie under a folder this user
+    cannot read (/root/.cache/... in a log read by another user)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
