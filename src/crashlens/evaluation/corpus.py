@@ -3,16 +3,26 @@
 top-1: the first cause's category is the case's category or one of its also_acceptable;
 top-3: the case's category is among the first three causes; per-category recall (top-1);
 misses: what was predicted instead, with the case name, so that rules can be generalised.
+
+Where a case gives them, also the reading of the run: `primary_error_line` (the line of the input
+the primary error was read from, compared whole), `user_frame` (path:line of the deepest frame of
+the user's code on the code path) and `failing_rank` (the rank whose error is primary); per
+`family` the top-1; and the calibration of the first cause's confidence (expected calibration
+error, and how often causes stated with confidence >= 0.8 are right).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from ..model import Analysis
 from ..pipeline import Options, analyze_paths
+
+_RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?)")
 
 
 def load_cases(corpus: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -31,9 +41,10 @@ def evaluate_corpus(corpus: Path, rules_dir: Path | None = None) -> dict[str, An
     for folder, case in load_cases(corpus):
         inputs = [str(folder / name) for name in case.get("inputs") or ["input.log"]]
         a = analyze_paths(inputs, Options(rules_dir=rules_dir))
-        rows.append(score_row(folder.name, case, [c.category for c in a.causes],
-                              a.causes[0].confidence if a.causes else 0.0,
-                              a.causes[0].rule if a.causes else None))
+        row = score_row(folder.name, case, [c.category for c in a.causes],
+                        a.causes[0].confidence if a.causes else 0.0, a.causes[0].rule if a.causes else None)
+        row.update(score_reading(case, a))
+        rows.append(row)
     return summarise(rows)
 
 
@@ -44,6 +55,7 @@ def score_row(name: str, case: Mapping[str, Any], predicted: list[str], confiden
     return {
         "case": name,
         "category": truth,
+        "family": case.get("family") or "plain",
         "predicted": predicted[:3],
         "main": bool(predicted) and predicted[0] == truth,
         "top1": bool(predicted) and predicted[0] in accepted,
@@ -51,6 +63,56 @@ def score_row(name: str, case: Mapping[str, Any], predicted: list[str], confiden
         "confidence": confidence,
         "rule": rule,
     }
+
+
+def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
+    """The reading of the run against the case's primary_error_line, user_frame and failing_rank
+    (each None where the case does not give it): what was found and whether it is right."""
+    out: dict[str, Any] = {}
+    want = case.get("primary_error_line")
+    if want:
+        got = _line_at(a.primary_error.loc.source, a.primary_error.loc.line) if a.primary_error else None
+        out["primary_line"] = got
+        out["primary_line_ok"] = got is not None and _bare(got) == _bare(str(want))
+    want = case.get("user_frame")
+    if want:
+        users = [f for f in a.code_path if str(f.kind) == "user" and f.file and f.line]
+        got = f"{users[-1].file}:{users[-1].line}" if users else None
+        out["user_frame"] = got
+        out["user_frame_ok"] = got == str(want)
+    want = case.get("failing_rank")
+    if want is not None:
+        got = _rank_of(a)
+        out["failing_rank"] = got
+        out["failing_rank_ok"] = got == int(want)
+    return out
+
+
+def _line_at(source: str, line: int) -> str | None:
+    if not line:
+        return None
+    try:
+        with open(source, encoding="utf-8", errors="replace") as fh:
+            for n, text in enumerate(fh, start=1):
+                if n == line:
+                    return text.rstrip("\r\n")
+    except OSError:
+        return None
+    return None
+
+
+def _bare(line: str) -> str:
+    return " ".join(_RANK_PREFIX.sub("", line.strip()).split())
+
+
+def _rank_of(a: Analysis) -> int | None:
+    pe = a.primary_error
+    if pe is None:
+        return None
+    if isinstance(pe.facts.get("rank"), int):
+        return int(pe.facts["rank"])
+    stream = str(pe.facts.get("stream") or "")
+    return int(stream[4:]) if stream.startswith("rank") and stream[4:].isdigit() else None
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -74,6 +136,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             buckets.append({"from": lo, "to": min(hi, 1.0), "cases": len(inside),
                             "accuracy": sum(r["top1"] for r in inside) / len(inside),
                             "mean_confidence": sum(r["confidence"] for r in inside) / len(inside)})
+    reading = {}
+    for key in ("primary_line", "user_frame", "failing_rank"):
+        given = [r for r in rows if f"{key}_ok" in r]
+        if given:
+            reading[key] = {"cases": len(given), "right": sum(r[f"{key}_ok"] for r in given) / len(given)}
+    families: dict[str, list[int]] = {}
+    for r in rows:
+        fam = families.setdefault(r.get("family") or "plain", [0, 0])
+        fam[0] += int(r["top1"])
+        fam[1] += 1
+    stated = [r for r in rows if r["predicted"]]
+    ece = sum(b["cases"] * abs(b["accuracy"] - b["mean_confidence"]) for b in buckets) / (len(stated) or 1)
+    sure = [r for r in stated if r["confidence"] >= 0.8]
     return {
         "cases": len(rows),
         "top1": sum(r["top1"] for r in rows) / n,
@@ -81,9 +156,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "top3": sum(r["top3"] for r in rows) / n,
         "no_cause": sum(1 for r in rows if not r["predicted"]),
         "recall": {c: v[0] / v[1] for c, v in sorted(per_cat.items())},
+        "families": {f: {"cases": v[1], "top1": v[0] / v[1]} for f, v in sorted(families.items())},
+        "reading": reading,
         "confusion": [{"expected": e, "got": g, "cases": k}
                       for (e, g), k in sorted(confusion.items(), key=lambda x: (-x[1], x[0]))],
         "confidence_buckets": buckets,
+        "calibration": {"ece": ece, "confident_cases": len(sure),
+                        "confident_right": (sum(r["top1"] for r in sure) / len(sure)) if sure else None},
         "misses": [r for r in rows if not r["top1"]],
         "top3_misses": [r for r in rows if not r["top3"]],
         "rows": rows,
@@ -103,6 +182,19 @@ def render_scores(s: dict[str, Any]) -> str:
         for b in s["confidence_buckets"]:
             out.append(f"  {b['from']:.1f}-{b['to']:.1f}: {b['cases']:4} cases, right {b['accuracy']:.2f} "
                        f"(mean confidence {b['mean_confidence']:.2f})")
+    if s.get("families") and set(s["families"]) != {"plain"}:
+        out += ["", "top-1 per family:"]
+        for f, v in s["families"].items():
+            out.append(f"  {f:16} {v['top1']:.2f}  ({v['cases']} cases)")
+    if s.get("reading"):
+        out += ["", "reading of the run (cases that give it):"]
+        names = {"primary_line": "primary error line", "user_frame": "user frame", "failing_rank": "failing rank"}
+        for k, v in s["reading"].items():
+            out.append(f"  {names[k]:20} {v['right']:.2f}  ({v['cases']} cases)")
+    if s.get("calibration") and s["calibration"]["confident_cases"]:
+        c = s["calibration"]
+        out += ["", f"calibration: ECE {c['ece']:.3f}; confidence >= 0.8: {c['confident_cases']} cases, "
+                    f"right {c['confident_right']:.2f}"]
     if s["confusion"]:
         out += ["", "confusion (expected -> ranked first):"]
         for c in s["confusion"]:
@@ -111,4 +203,16 @@ def render_scores(s: dict[str, Any]) -> str:
         out += ["", "misses (top-1):"]
         for r in s["misses"]:
             out.append(f"  {r['case']}: expected {r['category']}, got {r['predicted'] or 'nothing'}")
+    wrong = [r for r in s["rows"] if any(r.get(f"{k}_ok") is False for k in ("primary_line", "user_frame", "failing_rank"))]
+    if wrong:
+        out += ["", "misread runs (primary line / user frame / rank):"]
+        for r in wrong:
+            bits = []
+            if r.get("primary_line_ok") is False:
+                bits.append(f"primary line {str(r['primary_line'])[:80]!r}")
+            if r.get("user_frame_ok") is False:
+                bits.append(f"user frame {r['user_frame']}")
+            if r.get("failing_rank_ok") is False:
+                bits.append(f"rank {r['failing_rank']}")
+            out.append(f"  {r['case']}: " + "; ".join(bits))
     return "\n".join(out)
