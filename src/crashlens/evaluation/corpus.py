@@ -71,9 +71,15 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
     out: dict[str, Any] = {}
     want = case.get("primary_error_line")
     if want:
-        got = _line_at(a.primary_error.loc.source, a.primary_error.loc.line) if a.primary_error else None
-        out["primary_line"] = got
-        out["primary_line_ok"] = got is not None and _bare(got) == _bare(str(want))
+        # right when the primary error was read from the line that holds the case's error text,
+        # and the text it shows is that line's error and nothing of the lines around it (a
+        # progress bar, a launcher's status, the next record glued on)
+        pe = a.primary_error
+        line = _line_at(pe.loc.source, pe.loc.line) if pe else None
+        shown = pe.text.split("\n", 1)[0] if pe else ""
+        out["primary_line"] = shown if pe else None
+        out["primary_line_ok"] = (line is not None and _bare(str(want)) in _bare(line)
+                                  and bool(_bare(shown)) and _bare(shown) in _bare(str(want)))
     want = case.get("user_frame")
     if want:
         users = [f for f in a.code_path if str(f.kind) == "user" and f.file and f.line]
