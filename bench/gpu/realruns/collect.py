@@ -2,6 +2,7 @@
 
     python3 bench/gpu/realruns/collect.py /tmp/realruns [fixtures/real-runs-gpu]
 """
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +22,11 @@ def main() -> None:
         log = (run / "input.log").read_text(errors="replace")
         primary = None
         if lab.get("primary"):
-            primary = next(line.strip() for line in log.splitlines() if lab["primary"] in line)
+            text = log + ("\n" + (run / "dmesg.txt").read_text(errors="replace") if (run / "dmesg.txt").exists() else "")
+            primary = next(line.strip() for line in text.splitlines() if lab["primary"] in line)
+            # a progress-bar frame with the error written after it (str.splitlines cut at the \r's):
+            # the error is what follows the bar
+            primary = re.sub(r"^.*?\d{1,3}%\|[^|]*\|\s*[\d.]+/[\d.?]+\s*\[[^\]]*\]", "", primary).strip()
         case_dir = dest / "cases" / f"{n:03d}-{name}"
         case_dir.mkdir(parents=True, exist_ok=True)
         inputs = ["input.log"]

@@ -22,7 +22,7 @@ from ..inputs.notes import summarise_notes
 from ..inputs.recode import utf8_stream
 from ..model import Evidence, EvidenceKind, InputFile, Line, Loc
 from ..parsers.kernel import parse_kernel
-from ..parsers.outcomes import parse_outcome
+from ..parsers.outcomes import link_outcomes, parse_outcome
 from ..parsers.sanitizer import parse_sanitizer
 from ..parsers.tracebacks import parse_tracebacks
 from ..text.anchors import anchors
@@ -92,11 +92,15 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             src_lines = out.lines[start:]
             out.items.extend(parse_tracebacks(src_lines))
             out.items.extend(parse_sanitizer(src_lines))
+            outcomes = []
             for ln in src_lines:
-                for parse in (parse_kernel, parse_outcome):
-                    e = parse(ln)
-                    if e is not None:
-                        out.items.append(e)
+                e = parse_kernel(ln)
+                if e is not None:
+                    out.items.append(e)
+                e = parse_outcome(ln)
+                if e is not None:
+                    outcomes.append(e)
+            out.items.extend(link_outcomes(outcomes))
         elif inp.kind in ("elf", "elf-core"):
             what = "core dump" if inp.kind == "elf-core" else "ELF binary"
             out.items.append(Evidence(EvidenceKind.INPUT, f"{inp.name}: {what}", Loc(inp.name),

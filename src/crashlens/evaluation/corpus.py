@@ -75,7 +75,8 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
         # and the text it shows is that line's error and nothing of the lines around it (a
         # progress bar, a launcher's status, the next record glued on)
         pe = a.primary_error
-        line = _line_at(pe.loc.source, pe.loc.line) if pe else None
+        at = (pe.facts.get("exc_line") or pe.loc.line) if pe else 0
+        line = _line_at(pe.loc.source, at) if pe else None
         shown = pe.text.split("\n", 1)[0] if pe else ""
         out["primary_line"] = shown if pe else None
         out["primary_line_ok"] = (line is not None and _bare(str(want)) in _bare(line)
@@ -85,7 +86,7 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
         users = [f for f in a.code_path if str(f.kind) == "user" and f.file and f.line]
         got = f"{users[-1].file}:{users[-1].line}" if users else None
         out["user_frame"] = got
-        out["user_frame_ok"] = got == str(want)
+        out["user_frame_ok"] = got is not None and _same_frame(got, str(want))
     want = case.get("failing_rank")
     if want is not None:
         got = _rank_of(a)
@@ -94,14 +95,30 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
     return out
 
 
+def _same_frame(got: str, want: str) -> bool:
+    """path:line against a case's `path:line [function]`, the path as the case gives it: a full
+    path, a relative one or a base name (the line and the path's tail must agree)."""
+    want = want.split(" ", 1)[0]
+    gpath, _, gline = got.rpartition(":")
+    wpath, _, wline = want.rpartition(":")
+    if gline != wline:
+        return False
+    gpath, wpath = gpath.replace("\\", "/"), wpath.replace("\\", "/").removeprefix("./")
+    return gpath == wpath or gpath.endswith("/" + wpath) or wpath.endswith("/" + gpath.rsplit("/", 1)[-1]) and (
+        "/" not in gpath)
+
+
 def _line_at(source: str, line: int) -> str | None:
+    """Line `line` of a file, lines ending at \n only as crashlens numbers them; of a line
+    overdrawn with \r, what a terminal would finally show (the last segment)."""
     if not line:
         return None
     try:
-        with open(source, encoding="utf-8", errors="replace") as fh:
-            for n, text in enumerate(fh, start=1):
+        with open(source, "rb") as fh:
+            for n, raw in enumerate(fh, start=1):
                 if n == line:
-                    return text.rstrip("\r\n")
+                    text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                    return text.rsplit("\r", 1)[-1] if text.strip("\r") else text
     except OSError:
         return None
     return None

@@ -30,7 +30,7 @@ import regex as re
 from crashlens.model import Evidence, Line
 from crashlens.signals import SIGNAL_ALIASES as _SIGNAL_ALIASES, SIGNALS as _SIGNALS
 
-__all__ = ["parse_outcome", "signal_name", "signal_from_exit_code"]
+__all__ = ["link_outcomes", "parse_outcome", "signal_name", "signal_from_exit_code"]
 
 
 
@@ -568,3 +568,25 @@ def parse_outcome(line: Line) -> Evidence | None:
             facts["failed"] = bool(facts.get("signal")) or (isinstance(code, int) and code != 0)
             return Evidence(kind="outcome", text=text, loc=line.loc, facts=facts)
     return None
+
+
+def link_outcomes(outcomes: list[Evidence]) -> list[Evidence]:
+    """Outcomes of one log read together: a process that a launcher sent a signal to ("Sending
+    process 1122 closing signal SIGTERM") ended of that signal, not of its own fault, so its
+    other outcomes (torchrun's "exitcode: -15 (pid: 1122)", "Signal 15 (SIGTERM) received by PID
+    1122") get imposed=True and sent_by from the line that sent it."""
+    from dataclasses import replace
+
+    sent = {e.facts["pid"]: e for e in outcomes
+            if e.facts.get("imposed") and e.facts.get("sent_by") and e.facts.get("pid") is not None}
+    if not sent:
+        return outcomes
+    out = []
+    for e in outcomes:
+        by = sent.get(e.facts.get("pid"))
+        if by is not None and by is not e and not e.facts.get("imposed") and (
+                e.facts.get("signal") in (None, by.facts.get("signal"))):
+            e = replace(e, facts={**e.facts, "imposed": True, "sent_by": by.facts["sent_by"],
+                                  "imposed_at": str(by.loc)})
+        out.append(e)
+    return out

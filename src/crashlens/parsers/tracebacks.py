@@ -56,6 +56,15 @@ GDB_FRAME = re.compile(
 )
 LLDB_FRAME = re.compile(r"^\s*(?:\*\s*)?frame #(?P<n>\d+): (?P<addr>0x[0-9a-f]+) (?P<module>[^`\s]+)`(?P<func>.+?)(?: \+ (?P<off>\d+))?(?: at (?P<where>\S+))?$")
 TORCHRUN_ROOT = re.compile(r"Root Cause \(first observed failure\):")
+# A line that starts a record of its own, so an exception's message cannot continue onto it: a
+# progress-bar frame (tqdm, Keras), a glog/c10 record ("E1128 03:21:18.107 …", "[W …cpp:104]"),
+# a logging record ("ERROR:torch…", "WARNING: …", "INFO | …"), what a shell or launcher prints
+# after a process ended ("exit status 1", "Error in sys.excepthook:", "+ cmd", srun/slurmstepd).
+NEW_RECORD = re.compile(
+    r"^(?:[^|]{0,120}?\d{1,3}%\||\s*\d+/\d+ \[[=>.]+\]|[IWEF]\d{4} \d\d:\d\d:\d\d|\[[IWEF][\s\d][^\]]{0,60}:\d+\]"
+    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?::[\w.]|:\s|\s*[|\]-]|\s+\S+:\d+)"
+    r"|exit status -?\d+|Error in sys\.excepthook|\+ \S|srun: |slurmstepd: )")
+_TIMED_PREFIX = re.compile(r"\d:\d\d|\d\.\d{3}")
 TORCHRUN_KV = re.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<v>.*)$")
 
 @cache
@@ -303,7 +312,8 @@ class _StreamParser:
         if self.state == "message" and self.cur is not None:
             # a message continues on following lines until a blank line or a new record
             if text and n == self.cur.last + 1 and len(self.cur.message) < 40 and not TB_HEADER.search(text) \
-                    and not PY_FRAME.match(raw) and not EXC_LINE.match(text):
+                    and not PY_FRAME.match(raw) and not EXC_LINE.match(text) and not NEW_RECORD.match(text) \
+                    and not _TIMED_PREFIX.search(line.prefix):
                 self.cur.message.append(text)
                 self.cur.last = n
                 return
@@ -474,7 +484,9 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
         if hint:
             facts["hint"] = hint
         facts["wrapper"] = _wrapper_of(e.type, message)
-        text = f"{e.type}: {message}" if message else e.type
+        # the message's lines stay lines: the first is the headline (the signature's, the report's)
+        body = "\n".join(m.strip() for m in e.message if m.strip())
+        text = f"{e.type}: {body}" if body else e.type
         out.append(Evidence("exception", text, Loc(e.source, e.first, e.last), facts=facts, frames=frames))
         prev = e
     return _mark_roots(out)

@@ -17,6 +17,9 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # a progress-bar frame: tqdm "45%|####  | 9/20 [00:01<00:02, 4.1it/s]", rich bars, bare percentages
 _PROGRESS = re.compile(r"(?:\d{1,3}%\|)|(?:\|\s*\d+/\d+\s*\[)|(?:[━█▉▊▋▌▍▎▏#]{4,})|(?:\d+(?:\.\d+)?\s*(?:it|s/it|examples|ex|B|kB|MB|GB|MiB|GiB)/s\b)")
+# a tqdm bar at the head of a line with other output glued after it (stderr written after a bar
+# frame without a newline): "train:  2%|██▋   | 1/46 [00:01<01:10,  1.56s/it, loss=0.9]ERROR: …"
+_BAR_HEAD = re.compile(r"^[^|\n]{0,120}?\d{1,3}%\|[^|]{0,400}\|\s*[\d.,]+[kMGT]?/[\d.,?]+[kMGT]?\s*\[[^\]]{0,400}\]")
 # characters that betray UTF-8 bytes decoded as cp1252/latin-1
 _MOJIBAKE_HINT = re.compile(r"[ÂÃâð][\x80-\xbf\u0152-\u203a€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ¡-¿]")
 
@@ -87,6 +90,15 @@ def _strip_progress(text: str) -> str:
     return " ".join(kept)
 
 
+def _strip_bar_head(text: str) -> str:
+    """What follows a progress-bar frame on the same line, or the line as it is."""
+    m = _BAR_HEAD.match(text)
+    if m is None:
+        return text
+    rest = text[m.end():]
+    return rest.lstrip() if rest.strip() else text
+
+
 def _fix_mojibake(text: str) -> str:
     if not _MOJIBAKE_HINT.search(text):
         return text
@@ -103,6 +115,8 @@ def clean(text: str) -> str:
         text = _ANSI.sub("", text)
     if "\r" in text:
         text = _strip_progress(text)
+    if "%|" in text:
+        text = _strip_bar_head(text)
     if "#01" in text:
         text = text.replace("#012", " ").replace("#011", " ")
     text = _CONTROL.sub("", text)
