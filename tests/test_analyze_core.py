@@ -155,3 +155,33 @@ def test_python_frames_from_the_core_with_pystack(tmp_path: Path):
     assert py and [f.function for f in py][-3:] == ["main", "load", "string_at"]
     functions = [f.function for f in a.code_path]
     assert functions.index("load") < functions.index("string_at") and a.code_path[-1].kind == "native"
+
+
+def test_faulthandler_python_amx_core_from_an_amx_host(tmp_path: Path):
+    """A real Python process with faulthandler on (PYTHONFAULTHANDLER=1) that called AMX code
+    through ctypes on an AMX host without tile-data permission (fixtures/cores/amx/xfd-ud-python,
+    H100 host): the core shows the handler's re-raise in pthread_kill; the crash is the
+    interrupted tile-data instruction in the signal frame, as gdb's `<signal handler called>`
+    frame shows it (core.gdb), and the verdict is the missing permission."""
+    import lzma
+    import re
+
+    d = ROOT / "fixtures" / "cores" / "amx" / "xfd-ud-python"
+    core = tmp_path / "core"
+    core.write_bytes(lzma.decompress((d / "core.xz").read_bytes()))
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    (libs / "libamx.so").write_bytes((d / "libamx.so").read_bytes())
+    (libs / "libc.so.6").write_bytes(lzma.decompress((d / "libc.so.6.xz").read_bytes()))
+    (tmp_path / "cpuinfo.txt").write_text(crashers.recorded_amx("xfd-ud", "plain").cpuinfo)
+    a = analyze_paths([d / "run.log", core, tmp_path / "cpuinfo.txt"], Options(lib_paths=(libs,)))
+    gdb = (d / "core.gdb").read_text()
+    after_handler = re.search(r"<signal handler called>\n#\d+\s+(0x[0-9a-f]+)", gdb).group(1)
+    assert a.crash is not None and a.crash.pc == int(after_handler, 16)
+    assert a.crash.function == "tile_setup" and a.crash.cpu_supports is False
+    top = a.causes[0]
+    assert top.category == "cpu-isa-unsupported" and top.confidence >= 0.9
+    assert "tilezero" in top.explanation and "ARCH_REQ_XCOMP_PERM" in top.explanation
+    assert "native-abort" not in [c.category for c in a.causes[:1]]
+    functions = [f.function for f in a.code_path]
+    assert functions.index("setup") < functions.index("tile_setup")

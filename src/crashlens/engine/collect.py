@@ -20,6 +20,7 @@ import regex as re
 
 from ..inputs.notes import summarise_notes
 from ..inputs.recode import utf8_stream
+from ..inputs.roles import text_role
 from ..model import Evidence, EvidenceKind, InputFile, Line, Loc
 from ..parsers.kernel import parse_kernel
 from ..parsers.outcomes import link_outcomes, parse_outcome
@@ -87,6 +88,10 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     keep = rule_anchors(rules)
     for inp in inputs:
         if inp.kind == "text":
+            role, why = _role(inp)
+            if role != "log":
+                out.notes.append(f"{inp.name}: read as {why}, not as a log: not evidence")
+                continue
             start = len(out.lines)
             read_text_input(inp, keep, full_below, out)
             src_lines = out.lines[start:]
@@ -115,6 +120,16 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
     out.notes = summarise_notes(out.notes)
     return out
+
+
+def _role(inp: InputFile) -> tuple[str, str]:
+    """inputs.roles.text_role from the input's name and first bytes."""
+    try:
+        with inp.open() as stream:
+            head = stream.read(4096)
+    except OSError:
+        head = b""
+    return text_role(inp.name, head)
 
 
 def cpu_flags_from_file(path: str) -> set[str] | None:

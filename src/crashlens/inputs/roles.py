@@ -1,0 +1,41 @@
+"""Which text inputs are logs: source code and configuration files of a bundle are read but are
+not evidence (data/input_roles.yaml says which, by name and first lines).
+
+    text_role("artifacts/train.py", b"import torch\n") -> ("source", "a .py file")
+    text_role("artifacts/run.log", ...)                  -> ("log", "")
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..knowledge import data
+
+__all__ = ["text_role"]
+
+
+@cache
+def _roles() -> dict[str, Any]:
+    doc = data("input_roles.yaml")
+    return {**doc, "shebang_re": re.compile(doc["shebang"].encode())}
+
+
+def text_role(name: str, head: bytes) -> tuple[str, str]:
+    """("log" | "source" | "config", why) for a text input named `name` starting with `head`."""
+    r = _roles()
+    base = PurePosixPath(name.replace("\\", "/").rsplit("!", 1)[-1]).name
+    ext = PurePosixPath(base).suffix.lower()
+    if ext in r["log_extensions"] and base not in r["config_names"]:
+        return "log", ""
+    if base in r["source_names"] or ext in r["source_extensions"]:
+        return "source", f"source code ({ext or base})"
+    if base in r["config_names"] or ext in r["config_extensions"]:
+        if any(marker.encode() in head for marker in r["config_is_log_when"]):
+            return "log", ""
+        return "config", f"a configuration file ({ext or base})"
+    if not ext and r["shebang_re"].match(head):
+        return "source", "a script (#! line)"
+    return "log", ""

@@ -1,0 +1,44 @@
+"""Which files of a bundle are logs (inputs/roles.py, data/input_roles.yaml): source code and
+configuration files are noted and never become evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crashlens.inputs.roles import text_role
+from crashlens.pipeline import analyze_paths
+
+
+@pytest.mark.parametrize("name, head, role", [
+    ("bundle/run.log", b"step 1\n", "log"),
+    ("bundle/train.sh.log", b"+ python train.py\n", "log"),
+    ("bundle/train.py", b"import torch\n", "source"),
+    ("bundle/crash.c", b"/* SIGILL */\n", "source"),
+    ("bundle/launch", b"#!/bin/bash\nsrun python train.py\n", "source"),
+    ("bundle/stdout", b"Traceback (most recent call last):\n", "log"),
+    ("bundle/config.yaml", b"cache_dir: /dev/shm\n", "config"),
+    ("bundle/pod.yaml", b"status:\n  containerStatuses:\n  - lastState:\n      terminated:\n        reason: OOMKilled\n", "log"),
+    ("bundle.tar.gz!logs/requirements.txt", b"torch==2.4.0\n", "config"),
+    ("<stdin>", b"RuntimeError: boom\n", "log"),
+])
+def test_roles(name: str, head: bytes, role: str) -> None:
+    assert text_role(name, head)[0] == role
+
+
+def test_source_and_config_of_a_bundle_are_not_evidence(tmp_path: Path) -> None:
+    """A /dev/shm failure beside a script whose comment names ENOSPC and a config that names
+    errno 28: the answer comes from the log alone, and the notes say what the other files were."""
+    (tmp_path / "train.py").write_text("# retry when ENOSPC: No space left on device\nimport torch\n")
+    (tmp_path / "crash.c").write_text("/* Illegal instruction (core dumped) on old CPUs */\nint main(void){return 0;}\n")
+    (tmp_path / "config.yaml").write_text("retry_on: ['OSError: [Errno 28] No space left on device']\n")
+    (tmp_path / "run.log").write_text(
+        "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    batch = next(it)\n"
+        "RuntimeError: unable to write to file </torch_41_2251>: No space left on device (28)\n")
+    a = analyze_paths([tmp_path])
+    assert a.causes[0].category == "shared-memory-exhausted"
+    assert all(e.loc.source.endswith("run.log") for c in a.causes for e in c.evidence)
+    assert "cpu-isa-unsupported" not in [c.category for c in a.causes]
+    notes = " ".join(a.notes)
+    assert "train.py: read as source code" in notes and "config.yaml: read as a configuration file" in notes
