@@ -348,6 +348,25 @@ class Evidence:
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
     frames: tuple[Frame, ...] = ()
 
+    @property
+    def error_loc(self) -> Loc:
+        """Where the error itself is stated: an exception's own line (`exc_line`) rather than the
+        span of its traceback; any other evidence's loc."""
+        n = self.facts.get("exc_line")
+        return Loc(self.loc.source, int(n)) if n and self.loc.line else self.loc
+
+    @property
+    def rank(self) -> int | None:
+        """The rank (or local rank) whose output this is, where the log tells: a launcher's rank
+        tag on the line (`[rank3]:`), a rank the parser read (torchrun's summary), a local_rank
+        (torchrun's `failed (exitcode: -9) local_rank: 4`)."""
+        for key in ("rank", "local_rank"):
+            v = self.facts.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        stream = str(self.facts.get("stream") or "")
+        return int(stream[4:]) if stream.startswith("rank") and stream[4:].isdigit() else None
+
 
 @dataclass(frozen=True)
 class Match:

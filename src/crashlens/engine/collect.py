@@ -27,7 +27,7 @@ from ..parsers.outcomes import link_outcomes, parse_outcome
 from ..parsers.sanitizer import parse_sanitizer
 from ..parsers.tracebacks import parse_tracebacks
 from ..text.anchors import anchors
-from ..text.normalize import normalize
+from ..text.normalize import normalize_records
 from ..text.select import SelectStats, select_lines
 from .rules import RuleBase
 
@@ -47,7 +47,7 @@ class Collected:
 def rule_anchors(rules: RuleBase) -> list[re.Pattern[str]]:
     """Compiled patterns whose lines (and their surroundings) a huge log must keep: the
     structure anchors (text.anchors) and every line pattern of the rules."""
-    return anchors(c.pattern for r in rules.rules for part in (r.match, r.support, r.requires) for c in part
+    return anchors(c.pattern for r in rules.rules for part in (r.match, r.support, r.requires, r.absent) for c in part
                    if c.pattern is not None and "line" in c.kinds)
 
 
@@ -62,7 +62,7 @@ def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], full_bel
     try:
         for lineno, raw in select_lines(stream, anchors, full_below=full_below, full_lines=FULL_LINES,
                                         max_kept=MAX_KEPT, stats=stats):
-            out.lines.append(normalize(raw, inp.name, lineno))
+            out.lines.extend(normalize_records(raw, inp.name, lineno))
     except OSError as exc:
         out.notes.append(f"{inp.name}: read stopped at line {stats.total_lines}: {exc}")
     finally:

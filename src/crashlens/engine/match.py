@@ -88,7 +88,7 @@ def _scanner(rules: RuleBase) -> tuple[LineScanner, dict[int, tuple[Rule, str, i
     patterns: list[re.Pattern[str]] = []
     where: dict[int, tuple[Rule, str, int]] = {}
     for rule in rules.rules:
-        for part in ("match", "requires", "support", "unless"):
+        for part in ("match", "requires", "support", "unless", "absent"):
             for ci, cond in enumerate(getattr(rule, part)):
                 if cond.pattern is not None and "line" in cond.kinds:
                     where[len(patterns)] = (rule, part, ci)
@@ -176,6 +176,8 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
         if not triggers:
             continue
         if any(not _holds(rule, "requires", ci, c, hits, ev) for ci, c in enumerate(rule.requires)):
+            continue
+        if any(_holds(rule, "absent", ci, c, hits, ev) for ci, c in enumerate(rule.absent)):
             continue
         supports: list[Match] = []
         for ci, cond in enumerate(rule.support):

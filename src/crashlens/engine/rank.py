@@ -447,8 +447,27 @@ def _imposed_signals(items: Sequence[Evidence]) -> list[SecondaryError]:
 
 
 def _primary(causes, exceptions: Sequence[Evidence]) -> Evidence | None:
+    """The primary error: the first (in the log's order) of the best firing's triggers, read as
+    the block it belongs to: a line of an exception's message is that exception (its headline is
+    the error; the message's other lines, NCCL's "Last error:" say, belong to it)."""
     if not causes:
         return None
     best: _Scored = causes[0][3]
-    trig = best.firing.triggers[0].evidence
-    return trig
+    triggers = [m.evidence for m in best.firing.triggers]
+    order = {src: i for i, src in enumerate(dict.fromkeys(e.loc.source for e in triggers))}
+    first = min(triggers, key=lambda e: (order[e.loc.source], e.loc.line or 0))
+    if first.kind == "line":
+        # a line inside a traceback: a line of the exception's message, or the source line of one
+        # of its frames (`raise GatedRepoError(message, response) from e`): the exception is the error
+        inside = [exc for exc in exceptions if exc.kind == "exception" and _within(first, exc)
+                  and (first.facts.get("stream") or "") == (exc.facts.get("stream") or "")]
+        if inside:
+            first = min(inside, key=lambda exc: (exc.loc.end_line or exc.loc.line) - exc.loc.line)
+    if first.kind == "exception" and not first.facts.get("root") and first.facts.get("link"):
+        # `raise X(...) from Y`, or X raised while handling Y: the chain's first exception is the
+        # failure, X the wrapper that says it again or the handler that failed after it
+        chain = [e for e in exceptions if e.kind == "exception" and e.facts.get("chain") == first.facts.get("chain")]
+        root = next((e for e in chain if e.facts.get("root")), None)
+        if root is not None and int(root.facts.get("chain_pos") or 0) < int(first.facts.get("chain_pos") or 0):
+            return root
+    return first

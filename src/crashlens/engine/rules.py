@@ -1,7 +1,8 @@
 """The rule base: YAML files in rules/, validated against data/rule.schema.json.
 
 A rule names one taxonomy category and says which evidence triggers it (`match`, any one),
-which evidence must also be present (`requires`, all), which trigger lines do not count
+which evidence must also be present (`requires`, all), which must not be there at all
+(`absent`, none: the evidence that would explain the trigger otherwise), which trigger lines do not count
 (`unless`), which evidence strengthens it (`support`), and of which other causes it is
 usually only a consequence (`consequence_of`). Its `explain` template is filled from the
 named captures of the patterns that matched. `examples` are positive (`fires`) and negative
@@ -102,6 +103,7 @@ class Rule:
     examples: tuple[Example, ...]
     file: str
     fallback: bool = False  # fires only on evidence that no other (non-fallback) rule explains
+    absent: tuple[Condition, ...] = ()  # NONE may be found anywhere in the inputs
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity (caches key on it)
@@ -185,6 +187,7 @@ def _rule(doc: Mapping[str, Any], file: str, cats: Mapping[str, Any], compile_no
         match=tuple(_condition(c, where, compile_now=compile_now) for c in doc["match"]),
         requires=tuple(_condition(c, where, compile_now=compile_now) for c in doc.get("requires", [])),
         unless=tuple(_condition(c, where, compile_now=compile_now) for c in doc.get("unless", [])),
+        absent=tuple(_condition(c, where, compile_now=compile_now) for c in doc.get("absent", [])),
         support=tuple(_condition(c, where, support=True, compile_now=compile_now) for c in doc.get("support", [])),
         consequence_of=tuple(cons),
         async_cuda=bool(doc.get("async_cuda", False)),

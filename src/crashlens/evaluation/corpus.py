@@ -76,11 +76,13 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
         # progress bar, a launcher's status, the next record glued on)
         pe = a.primary_error
         at = (pe.facts.get("exc_line") or pe.loc.line) if pe else 0
-        line = _line_at(pe.loc.source, at) if pe else None
+        # an exception's lines are its exception line and its message's continuation lines
+        to = max(at, pe.loc.end_line or at) if pe is not None and pe.kind == "exception" else at
+        lines = [ln for n in range(at, to + 1) if (ln := _line_at(pe.loc.source, n)) is not None] if pe else []
         shown = pe.text.split("\n", 1)[0] if pe else ""
         out["primary_line"] = shown if pe else None
-        out["primary_line_ok"] = (line is not None and _bare(str(want)) in _bare(line)
-                                  and bool(_bare(shown)) and _bare(shown) in _bare(str(want)))
+        out["primary_line_ok"] = (any(_bare(str(want)) in _bare(ln) for ln in lines)
+                                  and bool(_bare(shown)) and _shows(shown, str(want), pe))
     want = case.get("user_frame")
     if want:
         users = [f for f in a.code_path if str(f.kind) == "user" and f.file and f.line]
@@ -125,17 +127,21 @@ def _line_at(source: str, line: int) -> str | None:
 
 
 def _bare(line: str) -> str:
-    return " ".join(_RANK_PREFIX.sub("", line.strip()).split())
+    return "".join(_RANK_PREFIX.sub("", line.strip()).split())
+
+
+def _shows(shown: str, want: str, pe) -> bool:
+    """The text shown is the case's line, or part of it (a prefix such as a timestamp removed),
+    or the line with the exception's type before it (`RuntimeError:` printed on its own line)."""
+    s, w = _bare(shown), _bare(want)
+    if s in w:
+        return True
+    etype = str(pe.facts.get("type") or "") if pe.kind == "exception" else ""
+    return bool(etype) and s.startswith(_bare(etype) + ":") and s[len(_bare(etype)) + 1:] in w
 
 
 def _rank_of(a: Analysis) -> int | None:
-    pe = a.primary_error
-    if pe is None:
-        return None
-    if isinstance(pe.facts.get("rank"), int):
-        return int(pe.facts["rank"])
-    stream = str(pe.facts.get("stream") or "")
-    return int(stream[4:]) if stream.startswith("rank") and stream[4:].isdigit() else None
+    return a.primary_error.rank if a.primary_error is not None else None
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:

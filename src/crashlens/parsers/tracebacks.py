@@ -149,6 +149,19 @@ class _StreamParser:
         self.pending_link = ""
         self.state = "message"
 
+    def _cut_traceback(self) -> None:
+        """Frames that no exception line closed: kept as an exception of unknown type (facts
+        cut=True), so that the code path and the user's frame are not lost with it."""
+        if not self.frames or not any(f.kind in (FrameKind.USER, FrameKind.LIBRARY) for f in self.frames):
+            return
+        last = self.frames[-1].loc.line if self.frames[-1].loc else self.start
+        exc = _Exc(type="", message=[], first=self.start or last, last=last, exc_line=last,
+                   frames=self.frames, source=self.source, stream=self.stream, link=self.pending_link)
+        self.done.append(exc)
+        self.cur = None
+        self.frames = []
+        self.pending_link = ""
+
     def _py_frame(self, m: re.Match[str], line: Line) -> None:
         path = m.group("file")
         self.frames.append(
@@ -188,6 +201,8 @@ class _StreamParser:
                 self._py_frame(m, line)
                 self.cur.last = n  # type: ignore[union-attr]
                 return
+            if text == "<no Python frame>":   # a thread running no Python code
+                return
             if FH_THREAD.match(text) or not text:
                 if FH_THREAD.match(text) and self.cur is not None and not self.cur.frames:
                     pass
@@ -205,7 +220,11 @@ class _StreamParser:
             self.state = "idle"
 
         if self.state == "fh_other":
-            if FH_FRAME.match(raw) or FH_THREAD.match(text) or not text:
+            if text.startswith("Current thread") and FH_THREAD.match(text):
+                self.state = "fh"          # the crashing thread's frames follow, after the others'
+                self.frames = []
+                return
+            if FH_FRAME.match(raw) or FH_THREAD.match(text) or not text or text == "<no Python frame>":
                 return
             self.state = "idle"
 
@@ -219,6 +238,8 @@ class _StreamParser:
             return
 
         if RICH_TOP.match(text) or (TB_HEADER.search(text) and not IPY_HEADER.match(text)):
+            if self.state == "frames":
+                self._cut_traceback()
             self.state = "rich" if RICH_TOP.match(text) else "frames"
             self.frames = []
             self.start = n
@@ -306,6 +327,7 @@ class _StreamParser:
                 return
             if raw.startswith((" ", "\t")):
                 return
+            self._cut_traceback()
             self.state = "idle"
             self.frames = []
 
@@ -335,9 +357,12 @@ class _StreamParser:
             self.finish()
 
     def finish(self) -> None:
-        """End of input: a faulthandler dump ends without a closing line."""
+        """End of input: a faulthandler dump ends without a closing line; a traceback may end
+        before its exception line (a paste or a log cut there)."""
         if self.state == "fh" and self.cur is not None and not self.cur.frames and self.frames:
             self.cur.frames = list(reversed(self.frames))
+        if self.state == "frames":
+            self._cut_traceback()
         self.frames = []
         self.state = "idle"
 
@@ -484,9 +509,12 @@ def _chain(excs: list[_Exc]) -> list[Evidence]:
         if hint:
             facts["hint"] = hint
         facts["wrapper"] = _wrapper_of(e.type, message)
-        # the message's lines stay lines: the first is the headline (the signature's, the report's)
-        body = "\n".join(m.strip() for m in e.message if m.strip())
-        text = f"{e.type}: {body}" if body else e.type
+        # the evidence reads as the exception's own line, the headline (the report's, the
+        # signature's); the message's further lines stay in facts["message"]
+        text = facts["headline"]
+        if not e.type:
+            facts["cut"] = True
+            facts["headline"] = text = "a traceback without its exception line (the log or paste ends there)"
         out.append(Evidence("exception", text, Loc(e.source, e.first, e.last), facts=facts, frames=frames))
         prev = e
     return _mark_roots(out)

@@ -140,7 +140,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
         msg += f"\nsignature {sig.id}: {sig.text}"
         if top.remedies:
             msg += f"\nWhat to do: {top.remedies[0]}"
-        where = primary.loc if primary is not None else (top.evidence[0].loc if top.evidence else None)
+        where = primary.error_loc if primary is not None else (top.evidence[0].loc if top.evidence else None)
         f = repo_path(where.source, ws) if where is not None else None
         line = end = None
         if f is not None and where is not None:
@@ -156,6 +156,7 @@ def github_commands(a: Analysis, sig: Signature, ws: Path, scrub: Callable[[str]
     seen: set[tuple[str, int]] = set()
     if primary is not None:
         seen.add((primary.loc.source, primary.loc.line))
+        seen.add((primary.error_loc.source, primary.error_loc.line))
     counts: Counter[str] = Counter()
 
     def add(level: str, e: Evidence, title: str) -> None:
@@ -226,7 +227,7 @@ def step_summary(a: Analysis, sig: Signature, full_report: str | None = None) ->
         out.append(f"| **Cause** | `{top.category}` (confidence {top.confidence:.2f}), rule `{top.rule}` |")
     out.append(f"| **Signature** | `{sig.id}` {_cell(sig.text)} |")
     if a.primary_error is not None:
-        out.append(f"| **Primary error** | `{a.primary_error.loc}` {_cell(a.primary_error.text)} |")
+        out.append(f"| **Primary error** | `{a.primary_error.error_loc}` {_cell(a.primary_error.text)} |")
     if a.code_path:
         out.append(f"| **Code path** | {_cell(code_path_line(a.code_path))} |")
     if a.secondary_errors:

@@ -137,6 +137,20 @@ def crash_from_outcomes(a: Analysis) -> dict[str, Any] | None:
     return None
 
 
+def _primary_json(e: Evidence) -> dict[str, Any]:
+    """source, line (where the error is stated: an exception's own line, not the span of its
+    traceback), end_line (a multi-line record's last line), text, and rank (the rank whose
+    error it is, where the log tells)."""
+    out = {k: v for k, v in evidence_json(e).items() if k in ("source", "line", "end_line", "text")}
+    at = e.error_loc
+    if at is not e.loc:      # an exception: its own line, not its traceback's span
+        out["line"] = at.line
+        out.pop("end_line", None)
+    if e.rank is not None:
+        out["rank"] = e.rank
+    return out
+
+
 def to_dict(a: Analysis, sig: Signature) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
@@ -144,8 +158,7 @@ def to_dict(a: Analysis, sig: Signature) -> dict[str, Any]:
         "inputs": [{"name": i.name, "kind": i.kind, "size": i.size} for i in a.inputs],
         "causes": [cause_json(c) for c in a.causes],
         "signature": sig.as_json(),
-        "primary_error": {k: v for k, v in evidence_json(a.primary_error).items() if k in ("source", "line", "end_line", "text")}
-        if a.primary_error else None,
+        "primary_error": _primary_json(a.primary_error) if a.primary_error else None,
         "secondary_errors": [{**{k: v for k, v in evidence_json(s.evidence).items() if k in ("source", "line", "text")},
                               "reason": s.reason} for s in a.secondary_errors],
         "code_path": [frame_json(f) for f in a.code_path],

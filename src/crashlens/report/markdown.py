@@ -32,7 +32,7 @@ def render(a: Analysis, sig: Signature, top: int = 3) -> str:
     sig_text = sig.text.replace("`", "'")
     out += [f"**Signature:** `{sig.id}` — `{sig_text}`", ""]
     if a.primary_error is not None:
-        out += ["## Primary error", "", f"`{a.primary_error.loc}`", "", "```", a.primary_error.text, "```", ""]
+        out += ["## Primary error", "", f"`{a.primary_error.error_loc}`", "", "```", a.primary_error.text, "```", ""]
     if a.code_path:
         out += ["## Code path", "", code(code_path_line(a.code_path)), ""]
     for i, c in enumerate(a.causes[:top], 1):

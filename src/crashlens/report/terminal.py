@@ -66,7 +66,7 @@ def render(a: Analysis, sig: Signature, console: Console, top: int = 3, verbose:
             body += [Text("\nWhat to do", style="bold"), _bullets(c.remedies, "→")]
         console.print(Panel(Group(*body), title=head, title_align="left", border_style=colour))
     if a.primary_error is not None:
-        console.print(_labelled("Primary error", Text.assemble((str(a.primary_error.loc), "cyan"), "  ",
+        console.print(_labelled("Primary error", Text.assemble((str(a.primary_error.error_loc), "cyan"), "  ",
                                                                a.primary_error.text[:300])))
     if a.code_path:
         console.print(_labelled("Code path", Text(code_path_line(a.code_path))))

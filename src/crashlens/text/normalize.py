@@ -90,13 +90,12 @@ def _strip_progress(text: str) -> str:
     return " ".join(kept)
 
 
-def _strip_bar_head(text: str) -> str:
-    """What follows a progress-bar frame on the same line, or the line as it is."""
+def _split_bar_head(text: str) -> tuple[str, str]:
+    """(progress-bar frame, what follows it on the same line); ("", text) without such a frame."""
     m = _BAR_HEAD.match(text)
-    if m is None:
-        return text
-    rest = text[m.end():]
-    return rest.lstrip() if rest.strip() else text
+    if m is None or not text[m.end():].strip():
+        return "", text
+    return text[:m.end()].rstrip(), text[m.end():].lstrip()
 
 
 def _fix_mojibake(text: str) -> str:
@@ -116,13 +115,26 @@ def clean(text: str) -> str:
     if "\r" in text:
         text = _strip_progress(text)
     if "%|" in text:
-        text = _strip_bar_head(text)
+        text = _split_bar_head(text)[1]
     if "#01" in text:
         text = text.replace("#012", " ").replace("#011", " ")
     text = _CONTROL.sub("", text)
     if not text.isascii():
         text = _fix_mojibake(text)
     return text.rstrip()
+
+
+def normalize_records(raw: str, source: str, lineno: int) -> list[Line]:
+    """The records of one raw line: a progress-bar frame that other output was written after
+    ("Loading checkpoint shards:  60%|…| 3/5 [00:41<00:27]Killed") is two, the bar and the rest,
+    both at the same line; any other line is one."""
+    line = normalize(raw, source, lineno)
+    if "%|" not in raw:
+        return [line]
+    bar, _rest = _split_bar_head(_strip_progress(raw) if "\r" in raw else raw)
+    if not bar:
+        return [line]
+    return [Line(line.loc, bar.strip(), line.stream, line.prefix), line]
 
 
 def normalize(raw: str, source: str, lineno: int) -> Line:
