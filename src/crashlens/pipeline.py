@@ -76,7 +76,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
         primary = causes[0].evidence[0]
     crash = crashes[0] if crashes else None
     fault = gpu_fault(col.items)
-    path = code_path(exception_for(primary, col.items), causes[0] if causes else None, crash, fault)
+    path = code_path(exception_for(primary, col.items), causes[0] if causes else None, crash, fault, col.items)
     return Analysis(
         inputs=tuple(inputs),
         causes=tuple(causes),

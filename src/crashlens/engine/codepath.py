@@ -1,7 +1,7 @@
 """The code path of an analysis: the frames from the job's entry point to the failing operation.
 
     exception_for(primary, items) -> Evidence | None    the exception the primary error belongs to
-    code_path(exc, cause, crash) -> frames              outermost -> innermost
+    code_path(exc, cause, crash, fault, items) -> frames  outermost -> innermost
 
 The exception is the one whose lines hold the primary error, else the nearest one after it in
 the same source, else the last one with frames; when its handler failed (a secondary
@@ -68,11 +68,35 @@ def exception_for(primary: Evidence | None, items: Sequence[Evidence]) -> Eviden
     return owner
 
 
-def exception_path(exc: Evidence | None, cause: Cause | None) -> tuple[Frame, ...]:
+def chain_frames(exc: Evidence, items: Sequence[Evidence]) -> tuple[Frame, ...]:
+    """An exception's frames with the calls that led to them: the first exception of a chain
+    ("During handling…", "The above exception was the direct cause…") shows only the frames below
+    the `try` that caught it, often all library frames; a later exception of the same chain
+    shows the job's calls down to that point, which are put in front (up to the frame where the
+    first one's traceback starts)."""
+    frames = tuple(exc.frames)
+    chain = exc.facts.get("chain")
+    if not frames or chain is None or any(f.kind == FrameKind.USER for f in frames):
+        return frames
+    later = [e for e in items if e.kind == "exception" and e.facts.get("chain") == chain
+             and int(e.facts.get("chain_pos") or 0) > int(exc.facts.get("chain_pos") or 0) and e.frames]
+    for e in reversed(later):
+        outer = list(e.frames)
+        start = next((i for i, f in enumerate(outer) if (f.file, f.function) == (frames[0].file, frames[0].function)),
+                     None)
+        if start is None:
+            users = [i for i, f in enumerate(outer) if f.kind == FrameKind.USER]
+            start = users[-1] + 1 if users else None
+        if start and any(f.kind == FrameKind.USER for f in outer[:start]):
+            return tuple(outer[:start]) + frames
+    return frames
+
+
+def exception_path(exc: Evidence | None, cause: Cause | None, items: Sequence[Evidence] = ()) -> tuple[Frame, ...]:
     """An exception's frames, outermost -> innermost, ending with the failing operation."""
     if exc is None:
         return ()
-    frames = list(exc.frames)
+    frames = list(chain_frames(exc, items))
     if cause is not None:
         layer = taxonomy().get(cause.category, {}).get("layer", "")
         msg = str(exc.facts.get("headline") or exc.text)
@@ -136,14 +160,15 @@ def _with_gpu(path: tuple[Frame, ...], fault: Evidence | None) -> tuple[Frame, .
 
 
 def code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None,
-              fault: Evidence | None = None) -> tuple[Frame, ...]:
+              fault: Evidence | None = None, items: Sequence[Evidence] = ()) -> tuple[Frame, ...]:
     """Frames outermost -> innermost, ending with the failing operation (with a GPU fault:
-    its kernel and source line)."""
-    return _with_gpu(_code_path(exc, cause, crash), fault)
+    its kernel and source line). `items`: the other exceptions, for the calls of a chain."""
+    return _with_gpu(_code_path(exc, cause, crash, items), fault)
 
 
-def _code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None) -> tuple[Frame, ...]:
-    path = exception_path(exc, cause)
+def _code_path(exc: Evidence | None, cause: Cause | None, crash: CrashReport | None = None,
+               items: Sequence[Evidence] = ()) -> tuple[Frame, ...]:
+    path = exception_path(exc, cause, items)
     if crash is None or crash.backtrace is None or not crash.backtrace.frames:
         return path
     native = [_as_path_frame(f) for f in reversed(crash.backtrace.frames[:NATIVE_FRAMES])]

@@ -202,6 +202,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
     for s in scored:
         by_cat.setdefault(s.firing.rule.category, []).append(s)
     causes: list[tuple[float, Loc, Cause, _Scored]] = []
+    groups: dict[str, list[_Scored]] = {}
     for cat, group in by_cat.items():
         group.sort(key=lambda s: (-s.score, s.firing.triggers[0].evidence.loc))
         best = group[0]
@@ -231,6 +232,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             consequence_reason=best.consequence,
         )
         causes.append((score, first, cause, best))
+        groups[cat] = group
     causes.sort(key=lambda c: (-c[0], c[1]))
     for i, (score, first, cause, _) in enumerate(causes):
         if i + 1 < len(causes):
@@ -245,7 +247,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
     if ranked:
         ranked[0], extra = _check_torchrun(ranked[0], items)
         secondary += extra
-    primary = _primary(causes, exceptions)
+    primary = _primary(causes, exceptions, groups, items)
     return ranked, secondary, primary
 
 
@@ -446,16 +448,37 @@ def _imposed_signals(items: Sequence[Evidence]) -> list[SecondaryError]:
     return out
 
 
-def _primary(causes, exceptions: Sequence[Evidence]) -> Evidence | None:
-    """The primary error: the first (in the log's order) of the best firing's triggers, read as
-    the block it belongs to: a line of an exception's message is that exception (its headline is
-    the error; the message's other lines, NCCL's "Last error:" say, belong to it)."""
+def _kernel_logs(items: Sequence[Evidence]) -> set[str]:
+    """Inputs that are kernel logs (dmesg, journalctl -k): kernel records and no exception or
+    process outcome of the job's own."""
+    kernel = {e.loc.source for e in items if e.kind == "dmesg"}
+    job = {e.loc.source for e in items if e.kind in ("exception", "outcome", "child-failure")}
+    return kernel - job
+
+
+def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_Scored]] = {},
+             items: Sequence[Evidence] = ()) -> Evidence | None:
+    """The primary error: the first failure the top cause rests on, among the triggers of the
+    category's firings that score at least half the best one: in the job's output before kernel
+    records, in the inputs' order, and there the strongest firing's first trigger; read as the block
+    it belongs to: a line of an exception's message is that exception (its headline is the error;
+    the message's other lines, NCCL's "Last error:" say, belong to it)."""
     if not causes:
         return None
     best: _Scored = causes[0][3]
-    triggers = [m.evidence for m in best.firing.triggers]
-    order = {src: i for i, src in enumerate(dict.fromkeys(e.loc.source for e in triggers))}
-    first = min(triggers, key=lambda e: (order[e.loc.source], e.loc.line or 0))
+    group = groups.get(best.firing.rule.category) or [best]
+    eligible = [s for s in group if s.score >= best.score / 2]
+    order = {src: i for i, src in enumerate(dict.fromkeys(
+        [e.loc.source for e in items] + [m.evidence.loc.source for s in eligible for m in s.firing.triggers]))}
+    # the job's own output before kernel records (they explain the failure, the log shows it),
+    # then the first input that shows it; in that input, the strongest firing's first trigger
+    kernel = _kernel_logs(items)
+    source = min(((m.evidence.loc.source in kernel, order[m.evidence.loc.source], m.evidence.loc.source)
+                  for s in eligible for m in s.firing.triggers))[2]
+    strongest = max((s for s in eligible if any(m.evidence.loc.source == source for m in s.firing.triggers)),
+                    key=lambda s: s.score)
+    first = min((m.evidence for m in strongest.firing.triggers if m.evidence.loc.source == source),
+                key=lambda e: e.loc.line or 0)
     if first.kind == "line":
         # a line inside a traceback: a line of the exception's message, or the source line of one
         # of its frames (`raise GatedRepoError(message, response) from e`): the exception is the error
@@ -463,6 +486,14 @@ def _primary(causes, exceptions: Sequence[Evidence]) -> Evidence | None:
                   and (first.facts.get("stream") or "") == (exc.facts.get("stream") or "")]
         if inside:
             first = min(inside, key=lambda exc: (exc.loc.end_line or exc.loc.line) - exc.loc.line)
+    if first.kind == "exception" and first.facts.get("wrapper"):
+        # "Caught KeyError in DataLoader worker process 0": the worker's original traceback that
+        # follows it (the parser's reraised_by) is the error, raised first, with the user's frame
+        original = next((e for e in exceptions if e.kind == "exception" and e.loc.source == first.loc.source
+                         and e.facts.get("reraised_by") == first.facts.get("headline")
+                         and e.loc.line >= first.loc.line), None)
+        if original is not None:
+            return original
     if first.kind == "exception" and not first.facts.get("root") and first.facts.get("link"):
         # `raise X(...) from Y`, or X raised while handling Y: the chain's first exception is the
         # failure, X the wrapper that says it again or the handler that failed after it
