@@ -126,8 +126,12 @@ def _line_at(source: str, line: int) -> str | None:
     return None
 
 
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
 def _bare(line: str) -> str:
-    return "".join(_RANK_PREFIX.sub("", line.strip()).split())
+    """A line compared without its rank tag, colour codes and white space."""
+    return "".join(_RANK_PREFIX.sub("", _ANSI.sub("", line).strip()).split())
 
 
 def _shows(shown: str, want: str, pe) -> bool:
