@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .binary.stage import match_gpu_modules, read_crashes
+from .engine.advice import fit_remedies
 from .engine.codepath import code_path, exception_for, gpu_crash, gpu_fault
 from .engine.collect import FULL_BELOW, collect_evidence, cpu_flags_from_file
 from .engine.match import EvidenceSet, evaluate
@@ -72,6 +73,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
     exceptions = [e for e in col.items if e.kind in ("exception", "stack")]
     causes, secondary, primary = rank(firings, exceptions, rules, env, col.items)
     causes = propose_similar(causes, ev.lines, col.items, rules)
+    causes = fit_remedies(causes, col.lines)
     if primary is None and causes:
         primary = causes[0].evidence[0]
     crash = crashes[0] if crashes else None
