@@ -1,6 +1,7 @@
-"""Turn run.sh's output (a folder or realruns.tar) into fixtures/real-runs-gpu/cases/ with labels.yaml.
+"""Turn run.sh's output (a folder or realruns.tar) into a fixture set with the batch's labels.
 
-    python3 bench/gpu/realruns/collect.py /tmp/realruns [fixtures/real-runs-gpu]
+    python3 bench/gpu/realruns/collect.py /tmp/realruns [fixtures/real-runs-gpu] [labels.yaml]
+    python3 bench/gpu/realruns/collect.py /tmp/realruns2 fixtures/real-runs-gpu2 labels2.yaml
 """
 import re
 import shutil
@@ -15,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     src = Path(sys.argv[1])
     dest = Path(sys.argv[2] if len(sys.argv) > 2 else HERE.parents[2] / "fixtures" / "real-runs-gpu")
-    labels = yaml.safe_load((HERE / "labels.yaml").read_text())
+    labels = yaml.safe_load((HERE / (sys.argv[3] if len(sys.argv) > 3 else "labels.yaml")).read_text())
     versions = (src / "versions.txt").read_text().splitlines()
     for n, (name, lab) in enumerate(labels["cases"].items(), start=1):
         run = src / name
@@ -34,8 +35,9 @@ def main() -> None:
         if (run / "dmesg.txt").exists():
             shutil.copy(run / "dmesg.txt", case_dir / "dmesg.txt")
             inputs.append("dmesg.txt")
+        card = "H100" if "H100" in (src / "nvidia-smi.txt").read_text(errors="replace") else "H200"
         case = {"category": lab["category"], "also_acceptable": lab.get("also_acceptable", []),
-                "source": f"real run of bench/gpu/realruns/run.sh ({name}) on an NVIDIA H200 host, "
+                "source": f"real run of bench/gpu/realruns/run.sh ({name}) on an NVIDIA {card} host, "
                           f"{versions[1] if len(versions) > 1 else ''}, 2026-11-28",
                 "title": name, "evidence": lab["evidence"], "primary_error_line": primary,
                 "user_frame": lab.get("user_frame"), "failing_rank": lab.get("failing_rank"),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Real GPU failures for crashlens's real-run evaluation (issue 15). Run on the GPU host:
-#   bash bench/gpu/realruns/run.sh            -> $OUT/realruns.tar (one folder per case)
+#   bash bench/gpu/realruns/run.sh [1|2] [CASE]   -> $OUT/realruns.tar (one folder per case)
+# Batch 1 (jobs/, labels.yaml) was made first; batch 2 (jobs2/, labels2.yaml) later, to be scored
+# blind against the analyzer tuned on batch 1 and the other real sets.
 # Each case copies jobs/common.py and its job (as train.py) into a neutral project folder
 # /home/ml/<project>/, runs the command there as a batch scheduler would (stdout and stderr
 # into one log) and keeps the log, the exit status and the kernel's new lines.
@@ -12,12 +14,14 @@ res=/tmp/realruns; rm -rf "$res"; mkdir -p "$res"
 nvidia-smi > "$res/nvidia-smi.txt" 2>&1
 python3 -c 'import torch, sys; print(sys.version); print("torch", torch.__version__)' > "$res/versions.txt" 2>&1
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|triton|cupy|jax|lightning|transformers|datasets|numpy) ' >> "$res/versions.txt"
-only=${1:-}
+batch=${1:-1}
+only=${2:-}
+jobs=$here/jobs; [ "$batch" = 2 ] && jobs=$here/jobs2
 case_run() {  # name project job timeout command...
   local name=$1 proj=$2 job=$3 limit=$4; shift 4
   [ -n "$only" ] && [ "$only" != "$name" ] && return
   local dir=/home/ml/$proj
-  rm -rf "$dir"; mkdir -p "$dir"; cp "$here/jobs/common.py" "$dir/"; cp "$here/jobs/$job.py" "$dir/train.py"
+  rm -rf "$dir"; mkdir -p "$dir"; cp "$jobs/common.py" "$dir/"; cp "$jobs/$job.py" "$dir/train.py"
   mkdir -p "$res/$name"
   local before; before=$(dmesg 2>/dev/null | wc -l)
   echo "+ $*" > "$res/$name/input.log"
@@ -29,6 +33,7 @@ case_run() {  # name project job timeout command...
   echo "$name: $(tail -1 "$res/$name/input.log")"
   tar cf "${OUT:-/tmp}/realruns.tar" -C /tmp realruns   # after each case: a cut-off run keeps what it made
 }
+if [ "$batch" = 1 ]; then
 case_run oom-batch vision oom_batch 120 python3 train.py --batch-size 4096 --image-size 256
 case_run cublas-full featcache cublas_full 120 python3 train.py
 case_run embed-assert textcls embed_assert 120 python3 train.py
@@ -55,3 +60,15 @@ case_run ckpt-cuda-on-cpu evalrun ckpt_eval 120 'python3 train.py save && CUDA_V
 case_run hf-trainer-oom bert hf_trainer 200 python3 train.py
 case_run mem-fraction shared mem_fraction 120 python3 train.py
 case_run ext-arch fusedops ext_arch 300 TORCH_CUDA_ARCH_LIST=8.0 python3 train.py
+else
+case_run lit-label-assert litshift lit_assert 150 python3 train.py
+case_run fork-cuda-worker gpuaug fork_cuda 120 python3 train.py
+case_run launch-config rowsum launch_config 120 python3 train.py
+case_run index-select-assert gnn index_assert 120 python3 train.py
+case_run jax-mem-fraction jaxmm jax_frac 120 XLA_PYTHON_CLIENT_MEM_FRACTION=0.002 python3 train.py
+case_run ddp-rank1-device-assert ddpemb ddp_assert 150 torchrun --standalone --nproc-per-node 2 train.py
+case_run cupy-device-ordinal cupyjob cupy_device 120 python3 train.py
+case_run adam-state-oom bigmlp adam_oom 150 python3 train.py
+case_run gloo-timeout-slow-rank evalrank slow_rank 150 torchrun --standalone --nproc-per-node 2 train.py
+case_run torchrun-timeout-term evalrank slow_rank 150 timeout 12 torchrun --standalone --nproc-per-node 2 train.py
+fi
