@@ -477,8 +477,12 @@ def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_
                   for s in eligible for m in s.firing.triggers))[2]
     strongest = max((s for s in eligible if any(m.evidence.loc.source == source for m in s.firing.triggers)),
                     key=lambda s: s.score)
-    first = min((m.evidence for m in strongest.firing.triggers if m.evidence.loc.source == source),
-                key=lambda e: e.loc.line or 0)
+    there = [m.evidence for m in strongest.firing.triggers if m.evidence.loc.source == source]
+    # an error record before an informational or warning one that says the same (an allocator's
+    # "W … ran out of memory" before JAX's RESOURCE_EXHAUSTED)
+    errors = [e for e in there if strongest.firing.rule.from_warnings
+              or not (e.kind == "line" and LOW_SEVERITY.match(e.text))]
+    first = min(errors or there, key=lambda e: e.loc.line or 0)
     if first.kind == "line":
         # a line inside a traceback: a line of the exception's message, or the source line of one
         # of its frames (`raise GatedRepoError(message, response) from e`): the exception is the error
