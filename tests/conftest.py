@@ -45,7 +45,8 @@ def names_function(path: str | Path, name: str) -> bool:
                     if sec.header.sh_type == "SHT_NOTE":
                         for note in sec.iter_notes():
                             if note["n_type"] == "NT_GNU_BUILD_ID":
-                                bid = note["n_desc"]
+                                desc = note["n_desc"]   # hex text, or bytes in some pyelftools releases
+                                bid = desc.hex() if isinstance(desc, bytes) else str(desc)
                 return found, bid
         except (OSError, Exception):  # noqa: BLE001 - unreadable: cannot name anything
             return set(), None

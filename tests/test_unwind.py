@@ -521,7 +521,7 @@ def test_python_faulthandler(python_fault, tmp_path):
     assert "raise" in whole.functions()[:k]
     assert [x.pc for x in whole.frames[k + 1:]] == [x.pc for x in f]
     assert not whole.frames[k + 1].return_address          # the interrupted pc is exact
-    assert culprit(whole).pc == site.pc                     # the handler's frames are skipped
+    assert culprit(whole, site.signal_name).pc == site.pc   # the handler's frames are skipped
     # string_at is inlined into string_at (gdb shows both)
     assert any(i.function == "string_at" for i in f[1].inlined) or GDB is None or not names_function(
         ctypes_so, "string_at")

@@ -139,13 +139,19 @@ def in_abort_machinery(frame: Frame) -> bool:
     return bool(frame.module) and _matches(os.path.basename(frame.module), m.runtime_modules)
 
 
-def culprit(bt: Backtrace) -> Frame | None:
+FAULT_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
+
+
+def culprit(bt: Backtrace, interrupted_signal: str | None = None) -> Frame | None:
     """For an abort: the first frame outside libc/libstdc++/libgcc's abort machinery (abort,
     raise, __assert_fail, pthread_kill, __libc_message, std::terminate, __cxa_throw, ... listed
     in data/abort_frames.yaml), skipping too the runtime-library frames that called into it
     (free() -> malloc_printerr -> abort: the culprit is free's caller). None when every frame is
     machinery. A backtrace that does not start in the machinery gives its first frame; after a
-    signal handler's re-raise (faulthandler) the interrupted context is judged the same way."""
+    signal handler's re-raise (faulthandler) the interrupted context is judged the same way,
+    except that when the interrupted signal was a fault (interrupted_signal: SIGSEGV, SIGBUS,
+    SIGILL, SIGFPE) its first frame is where the fault happened even in an unnamed runtime frame
+    (a stripped libc's strlen), never abort machinery."""
     frames = list(bt.frames)
     if not frames:
         return None
@@ -154,6 +160,8 @@ def culprit(bt: Backtrace) -> Frame | None:
     while i < len(frames) and in_abort_machinery(frames[i]):
         if frames[i].signal_frame:
             context = i + 1         # a handler re-raised: what follows is the interrupted context
+            if interrupted_signal in FAULT_SIGNALS and context < len(frames) and not frames[context].function:
+                return frames[context]
         i += 1
     if i >= len(frames):
         return None
