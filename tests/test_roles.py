@@ -42,3 +42,18 @@ def test_source_and_config_of_a_bundle_are_not_evidence(tmp_path: Path) -> None:
     assert "cpu-isa-unsupported" not in [c.category for c in a.causes]
     notes = " ".join(a.notes)
     assert "train.py: read as source code" in notes and "config.yaml: read as a configuration file" in notes
+
+
+def test_an_executed_notebook_is_read_by_its_outputs():
+    """A real notebook executed by nbconvert (fixtures/notebooks): its cells' outputs are the
+    log; the error's IPython traceback gives the cause and the cell's line as the user's frame."""
+    from crashlens.pipeline import analyze_paths
+
+    nb = Path(__file__).resolve().parents[1] / "fixtures" / "notebooks" / "signups-executed.ipynb"
+    assert text_role(str(nb), nb.read_bytes()[:4096])[0] == "notebook"
+    a = analyze_paths([nb])
+    assert a.causes[0].category == "python-exception"
+    assert a.primary_error.text == "KeyError: 'signup_date'" and a.primary_error.loc.source.endswith("#outputs")
+    users = [f for f in a.code_path if str(f.kind) == "user"]
+    assert (users[-1].file, users[-1].line, users[-1].function) == ("Cell In[3]", 2, "weekly(frame)")
+    assert any("read as a Jupyter notebook" in n for n in a.notes)

@@ -89,7 +89,11 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     for inp in inputs:
         if inp.kind == "text":
             role, why = _role(inp)
-            if role != "log":
+            if role == "notebook":
+                inp = _notebook_input(inp, out)
+                if inp is None:
+                    continue
+            elif role != "log":
                 out.notes.append(f"{inp.name}: read as {why}, not as a log: not evidence")
                 continue
             start = len(out.lines)
@@ -120,6 +124,34 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
     out.notes = summarise_notes(out.notes)
     return out
+
+
+def _notebook_input(inp: InputFile, out: Collected) -> InputFile | None:
+    """A notebook as the text of its cells' outputs, named `NAME#outputs` (its lines are the
+    lines of that text, not of the JSON file); None, with a note, when it cannot be read as one."""
+    import io
+    from dataclasses import replace
+
+    from ..inputs.notebook import MAX_NOTEBOOK_BYTES, notebook_log
+    from ..inputs.streams import read_prefix
+
+    try:
+        with inp.open() as stream:
+            data = read_prefix(stream, MAX_NOTEBOOK_BYTES + 1)
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return None
+    got = notebook_log(data)
+    if got is None:
+        out.notes.append(f"{inp.name}: named like a notebook but not one that could be read (JSON with cells, "
+                         f"at most {MAX_NOTEBOOK_BYTES >> 20} MiB): not read")
+        return None
+    text, cells = got
+    raw = text.encode("utf-8")
+    out.notes.append(f"{inp.name}: read as a Jupyter notebook: the outputs of {cells} cell(s), as "
+                     f"{inp.name}#outputs (line numbers are those of the outputs)")
+    return replace(inp, name=f"{inp.name}#outputs", size=len(raw), open=lambda: io.BytesIO(raw),
+                   facts={**inp.facts, "encoding": "utf-8"})
 
 
 def _role(inp: InputFile) -> tuple[str, str]:

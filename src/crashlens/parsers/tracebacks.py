@@ -40,7 +40,7 @@ FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent ca
 FH_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 IPY_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
 IPY_FRAME_OLD = re.compile(r"^(?P<file>(?:~|/|<ipython-input|[A-Za-z]:\\)\S*?(?:\.py|>))\s+in\s+(?P<func>[\w<>.]+)\s*\(")
-IPY_FRAME_NEW = re.compile(r"^(?:File (?P<file>.+?):(?P<line>\d+),? in (?P<func>.+)|Cell In\s*\[(?P<cell>\d+)\], line (?P<cline>\d+))")
+IPY_FRAME_NEW = re.compile(r"^(?:File (?P<file>.+?):(?P<line>\d+),? in (?P<func>.+)|Cell In\s*\[(?P<cell>\d+)\], line (?P<cline>\d+)(?:, in (?P<cfunc>.+))?)")
 IPY_ARROW = re.compile(r"^-+>\s*(?P<line>\d+)\s(?P<code>.*)$")
 RICH_TOP = re.compile(r"^[╭┌]─+ Traceback \(most recent call last\)")
 RICH_BOTTOM = re.compile(r"^[╰└]─+")
@@ -291,7 +291,7 @@ class _StreamParser:
                 gd = m.groupdict()
                 path = gd.get("file") or f"Cell In[{gd.get('cell')}]"
                 ln = gd.get("line") or gd.get("cline")
-                self.frames.append(Frame(frame_kind(path), (gd.get("func") or "<module>").strip(), path,
+                self.frames.append(Frame(frame_kind(path), (gd.get("func") or gd.get("cfunc") or "<module>").strip(), path,
                                          int(ln) if ln else None, loc=line.loc))
                 return
             m = EXC_LINE_LOOSE.match(text)
