@@ -57,3 +57,22 @@ def test_an_executed_notebook_is_read_by_its_outputs():
     users = [f for f in a.code_path if str(f.kind) == "user"]
     assert (users[-1].file, users[-1].line, users[-1].function) == ("Cell In[3]", 2, "weekly(frame)")
     assert any("read as a Jupyter notebook" in n for n in a.notes)
+
+
+def test_torchelastic_error_files_are_read_as_their_rank_tracebacks():
+    """Real error files of a torchrun run (fixtures/torchelastic): each is the traceback it holds,
+    as the rank its folder names; the rank that raised first is primary, the other a consequence."""
+    from crashlens.pipeline import analyze_paths
+
+    d = Path(__file__).resolve().parents[1] / "fixtures" / "torchelastic"
+    ef = d / "attempt_0" / "1" / "error.json"
+    assert text_role(str(ef), ef.read_bytes()[:4096])[0] == "elastic-error"
+    a = analyze_paths([d / "attempt_0"])
+    assert a.causes[0].category == "python-exception"
+    assert a.primary_error.text == "KeyError: 1" and a.primary_error.rank == 1
+    users = [f for f in a.code_path if str(f.kind) == "user"]
+    assert (users[-1].function, users[-1].line) == ("load_shard", 8)
+    assert sum("read as a torchelastic error file" in n for n in a.notes) == 2
+    # and beside the console log of the same run, the same answer
+    b = analyze_paths([d])
+    assert b.causes[0].category == "python-exception" and b.primary_error.rank == 1

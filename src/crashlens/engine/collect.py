@@ -89,8 +89,8 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     for inp in inputs:
         if inp.kind == "text":
             role, why = _role(inp)
-            if role == "notebook":
-                inp = _notebook_input(inp, out)
+            if role in ("notebook", "elastic-error"):
+                inp = _converted_input(inp, role, out)
                 if inp is None:
                     continue
             elif role != "log":
@@ -126,32 +126,38 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     return out
 
 
-def _notebook_input(inp: InputFile, out: Collected) -> InputFile | None:
-    """A notebook as the text of its cells' outputs, named `NAME#outputs` (its lines are the
-    lines of that text, not of the JSON file); None, with a note, when it cannot be read as one."""
+def _converted_input(inp: InputFile, role: str, out: Collected) -> InputFile | None:
+    """A notebook as the text of its cells' outputs, or a torchelastic error file as the
+    traceback it holds, named `NAME#outputs` / `NAME#traceback` (its lines are the lines of that
+    text, not of the JSON file); None, with a note, when it cannot be read as one."""
     import io
     from dataclasses import replace
 
+    from ..inputs.errorfile import MAX_ERROR_FILE_BYTES, elastic_error_log
     from ..inputs.notebook import MAX_NOTEBOOK_BYTES, notebook_log
     from ..inputs.streams import read_prefix
 
+    limit = MAX_NOTEBOOK_BYTES if role == "notebook" else MAX_ERROR_FILE_BYTES
     try:
         with inp.open() as stream:
-            data = read_prefix(stream, MAX_NOTEBOOK_BYTES + 1)
+            data = read_prefix(stream, limit + 1)
     except OSError as exc:
         out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
         return None
-    got = notebook_log(data)
-    if got is None:
-        out.notes.append(f"{inp.name}: named like a notebook but not one that could be read (JSON with cells, "
-                         f"at most {MAX_NOTEBOOK_BYTES >> 20} MiB): not read")
+    if role == "notebook":
+        got = notebook_log(data)
+        text, suffix = (got[0], "outputs") if got else (None, "")
+        what = f"a Jupyter notebook: the outputs of {got[1]} cell(s)" if got else ""
+    else:
+        text, suffix, what = elastic_error_log(data, inp.name), "traceback", "a torchelastic error file"
+    if text is None:
+        out.notes.append(f"{inp.name}: looked like {'a notebook' if role == 'notebook' else 'a torchelastic error file'} "
+                         f"but could not be read as one (JSON, at most {limit >> 20} MiB): not read")
         return None
-    text, cells = got
     raw = text.encode("utf-8")
-    out.notes.append(f"{inp.name}: read as a Jupyter notebook: the outputs of {cells} cell(s), as "
-                     f"{inp.name}#outputs (line numbers are those of the outputs)")
-    return replace(inp, name=f"{inp.name}#outputs", size=len(raw), open=lambda: io.BytesIO(raw),
-                   facts={**inp.facts, "encoding": "utf-8"})
+    name = f"{inp.name}#{suffix}"
+    out.notes.append(f"{inp.name}: read as {what}, as {name} (line numbers are those of that text)")
+    return replace(inp, name=name, size=len(raw), open=lambda: io.BytesIO(raw), facts={**inp.facts, "encoding": "utf-8"})
 
 
 def _role(inp: InputFile) -> tuple[str, str]:

@@ -24,13 +24,15 @@ def _roles() -> dict[str, Any]:
 
 
 def text_role(name: str, head: bytes) -> tuple[str, str]:
-    """("log" | "notebook" | "source" | "config", why) for a text input named `name` starting
-    with `head`."""
+    """("log" | "notebook" | "elastic-error" | "source" | "config", why) for a text input named
+    `name` starting with `head`."""
     r = _roles()
     base = PurePosixPath(name.replace("\\", "/").rsplit("!", 1)[-1]).name
     ext = PurePosixPath(base).suffix.lower()
     if ext in r["notebook_extensions"] and head.lstrip()[:1] == b"{":
         return "notebook", "a Jupyter notebook: the outputs of its cells"
+    if head.lstrip()[:1] == b"{" and all(k.encode() in head for k in r["elastic_error_when"]):
+        return "elastic-error", "a torchelastic error file: the traceback it holds"
     if ext in r["log_extensions"] and base not in r["config_names"]:
         return "log", ""
     if base in r["source_names"] or ext in r["source_extensions"]:
