@@ -248,6 +248,22 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
         ranked[0], extra = _check_torchrun(ranked[0], items)
         secondary += extra
     primary = _primary(causes, exceptions, groups, items)
+    if primary is not None and primary.rank is None and causes:
+        # a kernel's assertion or a C++ message goes to stderr without the launcher's rank tag:
+        # whose it is, the first rank-tagged trigger of the same firing says (its exception, say;
+        # not another rule's, which may be the peer that only noticed the failure)
+        def tagged_in(firings):
+            return sorted((m.evidence for sc in firings for m in sc.firing.triggers
+                           if m.evidence.rank is not None and m.evidence.loc.source == primary.loc.source),
+                          key=lambda e: e.loc.line or 0)
+        tagged = tagged_in([causes[0][3]])
+        if not tagged:   # the category's other firings, those that are not judged consequences
+            others = tagged_in([sc for sc in groups.get(causes[0][2].category, ()) if not sc.consequence])
+            tagged = others if len({e.rank for e in others}) == 1 else []
+        if tagged:
+            from dataclasses import replace as _replace
+            primary = _replace(primary, facts={**primary.facts, "rank": tagged[0].rank,
+                                               "rank_from": f"the cause's first rank-tagged evidence ({tagged[0].loc})"})
     return ranked, secondary, primary
 
 
