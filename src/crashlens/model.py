@@ -147,6 +147,8 @@ class InputFile:
     open: Callable[[], BinaryIO] = field(repr=False, compare=False)
     note: str = ""
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    role: str = ""          # a text input: log | notebook | elastic-error | source | config (inputs.roles)
+    role_reason: str = ""   # what it was read as, for the notes
 
 
 @dataclass(frozen=True)

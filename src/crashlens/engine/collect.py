@@ -161,7 +161,10 @@ def _converted_input(inp: InputFile, role: str, out: Collected) -> InputFile | N
 
 
 def _role(inp: InputFile) -> tuple[str, str]:
-    """inputs.roles.text_role from the input's name and first bytes."""
+    """The role the inputs stage found from the detection prefix; for an input made elsewhere
+    (the API's text), inputs.roles.text_role from its name and first bytes."""
+    if inp.role:
+        return inp.role, inp.role_reason
     try:
         with inp.open() as stream:
             head = stream.read(4096)

@@ -22,6 +22,7 @@ from .codecs import DecodingReader
 from .detect import classify, detect_codec, detect_container
 from .notes import summarise_notes
 from .limits import DEFAULT_LIMITS, Limits, ScanBudget, ScanLimitReached, human_bytes
+from .roles import text_role
 from .streams import (
     Checked, MeteredReader, OpenContext, PrefixedReader, SliceReader, TooLarge, failed_stream, one_line,
     read_limited, read_prefix,
@@ -254,13 +255,14 @@ class _Scanner:
 
         kind, found = classify(prefix)
         facts.update(found)
+        role = text_role(name, prefix[:4096]) if kind == "text" else ("", "")
         if kind == "elf-core" and isinstance(source, CodecSource):
             source = dataclasses.replace(source, limit=self.limits.max_core_stream_bytes)
         note = ""
         if error:
             facts["truncated"] = True
             note = f"{error}; partial content kept" if prefix else f"{error}; nothing could be read"
-        self._emit(name, kind, size, source, note, facts, loud=bool(note))
+        self._emit(name, kind, size, source, note, facts, loud=bool(note), role=role)
 
     def _sniff(self, live: BinaryIO) -> tuple[bytes, str | None]:
         """The detection prefix, and why reading stopped early (None: it did not)."""
@@ -434,10 +436,12 @@ class _Scanner:
     # -- results --------------------------------------------------------------------------
 
     def _emit(self, name: str, kind: str, size: int | None, source: Source, note: str, facts: dict[str, Any],
-              loud: bool = False) -> None:
+              loud: bool = False, role: tuple[str, str] = ("", "")) -> None:
+        """role: for a text input, what it is (inputs.roles: log, notebook, source, …) and why."""
         if len(self.inputs) >= self.limits.max_inputs:
             raise _InputLimitReached
-        self.inputs.append(InputFile(name=name, kind=kind, size=size, open=source.open, note=note, facts=facts))
+        self.inputs.append(InputFile(name=name, kind=kind, size=size, open=source.open, note=note, facts=facts,
+                                     role=role[0], role_reason=role[1]))
         if loud and note:
             self.notes.append(f"{name}: {note}")
 
