@@ -78,7 +78,7 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
         at = (pe.facts.get("exc_line") or pe.loc.line) if pe else 0
         # an exception's lines are its exception line and its message's continuation lines
         to = max(at, pe.loc.end_line or at) if pe is not None and pe.kind == "exception" else at
-        lines = [ln for n in range(at, to + 1) if (ln := _line_at(pe.loc.source, n)) is not None] if pe else []
+        lines = _lines_at(pe.loc.source, at, to) if pe else []
         shown = pe.text.split("\n", 1)[0] if pe else ""
         out["primary_line"] = shown if pe else None
         out["primary_line_ok"] = (any(_bare(str(want)) in _bare(ln) for ln in lines)
@@ -110,20 +110,23 @@ def _same_frame(got: str, want: str) -> bool:
         "/" not in gpath)
 
 
-def _line_at(source: str, line: int) -> str | None:
-    """Line `line` of a file, lines ending at \n only as crashlens numbers them; of a line
+def _lines_at(source: str, first: int, last: int) -> list[str]:
+    """Lines first..last of a file, lines ending at \n only as crashlens numbers them; of a line
     overdrawn with \r, what a terminal would finally show (the last segment)."""
-    if not line:
-        return None
+    out: list[str] = []
+    if not first:
+        return out
     try:
         with open(source, "rb") as fh:
             for n, raw in enumerate(fh, start=1):
-                if n == line:
+                if n > last:
+                    break
+                if n >= first:
                     text = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    return text.rsplit("\r", 1)[-1] if text.strip("\r") else text
+                    out.append(text.rsplit("\r", 1)[-1] if text.strip("\r") else text)
     except OSError:
-        return None
-    return None
+        return []
+    return out
 
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
