@@ -258,21 +258,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
         secondary += extra
     primary = _primary(causes, exceptions, groups, items)
     if primary is not None and primary.rank is None and causes:
-        # a kernel's assertion or a C++ message goes to stderr without the launcher's rank tag:
-        # whose it is, the first rank-tagged trigger of the same firing says (its exception, say;
-        # not another rule's, which may be the peer that only noticed the failure)
-        def tagged_in(firings):
-            return sorted((m.evidence for sc in firings for m in sc.firing.triggers
-                           if m.evidence.rank is not None and m.evidence.loc.source == primary.loc.source),
-                          key=lambda e: e.loc.line or 0)
-        tagged = tagged_in([causes[0][3]])
-        if not tagged:   # the category's other firings, those that are not judged consequences
-            others = tagged_in([sc for sc in groups.get(causes[0][2].category, ()) if not sc.consequence])
-            tagged = others if len({e.rank for e in others}) == 1 else []
-        if tagged:
-            from dataclasses import replace as _replace
-            primary = _replace(primary, facts={**primary.facts, "rank": tagged[0].rank,
-                                               "rank_from": f"the cause's first rank-tagged evidence ({tagged[0].loc})"})
+        primary = _with_rank(primary, causes[0][3], groups.get(causes[0][2].category, ()))
     return ranked, secondary, primary
 
 
@@ -473,6 +459,25 @@ def _imposed_signals(items: Sequence[Evidence]) -> list[SecondaryError]:
     return out
 
 
+def _with_rank(primary: Evidence, best: _Scored, group: Sequence[_Scored]) -> Evidence:
+    """A kernel's assertion or a C++ message goes to stderr without the launcher's rank tag:
+    whose it is, the first rank-tagged trigger of the same firing says (its exception, say; not
+    another rule's, which may be the peer that only noticed the failure), else the category's
+    other firings that are not consequences, when they name one rank."""
+    def tagged_in(firings: Sequence[_Scored]) -> list[Evidence]:
+        return sorted((m.evidence for sc in firings for m in sc.firing.triggers
+                       if m.evidence.rank is not None and m.evidence.loc.source == primary.loc.source),
+                      key=lambda e: e.loc.line or 0)
+    tagged = tagged_in([best])
+    if not tagged:
+        others = tagged_in([sc for sc in group if not sc.consequence])
+        tagged = others if len({e.rank for e in others}) == 1 else []
+    if not tagged:
+        return primary
+    return replace(primary, facts={**primary.facts, "rank": tagged[0].rank,
+                                   "rank_from": f"the cause's first rank-tagged evidence ({tagged[0].loc})"})
+
+
 def _kernel_logs(items: Sequence[Evidence]) -> set[str]:
     """Inputs that are kernel logs (dmesg, journalctl -k): kernel records and no exception or
     process outcome of the job's own."""
@@ -481,7 +486,7 @@ def _kernel_logs(items: Sequence[Evidence]) -> set[str]:
     return kernel - job
 
 
-def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_Scored]] = {},
+def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_Scored]] | None = None,
              items: Sequence[Evidence] = ()) -> Evidence | None:
     """The primary error: the first failure the top cause rests on, among the triggers of the
     category's firings that score at least half the best one: in the job's output before kernel
@@ -491,7 +496,7 @@ def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_
     if not causes:
         return None
     best: _Scored = causes[0][3]
-    group = groups.get(best.firing.rule.category) or [best]
+    group = (groups or {}).get(best.firing.rule.category) or [best]
     eligible = [s for s in group if s.score >= best.score / 2]
     order = {src: i for i, src in enumerate(dict.fromkeys(
         [e.loc.source for e in items] + [m.evidence.loc.source for s in eligible for m in s.firing.triggers]))}
