@@ -21,7 +21,7 @@ case_run() {  # name project job timeout command...
   local name=$1 proj=$2 job=$3 limit=$4; shift 4
   [ -n "$only" ] && [ "$only" != "$name" ] && return
   local dir=/home/ml/$proj
-  rm -rf "$dir"; mkdir -p "$dir"; cp "$jobs/common.py" "$dir/"; cp "$jobs/$job.py" "$dir/train.py"
+  rm -rf "$dir"; mkdir -p "$dir"; cp "$here/jobs/common.py" "$dir/"; cp "$jobs/$job.py" "$dir/train.py"
   mkdir -p "$res/$name"
   local before; before=$(dmesg 2>/dev/null | wc -l)
   echo "+ $*" > "$res/$name/input.log"
