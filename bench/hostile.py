@@ -369,6 +369,33 @@ def make_nest_42(d: Path) -> list[str]:
     return ["analyze", str(p)]
 
 
+def make_notebook_60m(d: Path) -> list[str]:
+    """A notebook just under the reader's limit (64 MiB): 20,000 cells of stream output."""
+    p = d / "big.ipynb"
+    cell = {"cell_type": "code", "execution_count": 1, "metadata": {}, "source": ["x = 1\n"],
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["step 1 loss 0.5\n" * 180]}]}
+    p.write_text(json.dumps({"cells": [cell] * 20000, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return ["analyze", str(p)]
+
+
+def make_notebook_deep(d: Path) -> list[str]:
+    """A .ipynb of 200,000 nested lists: the JSON parser's recursion limit, not a crash."""
+    p = d / "deep.ipynb"
+    p.write_text('{"cells": ' + "[" * 200000 + "]" * 200000 + "}")
+    return ["analyze", str(p)]
+
+
+def make_error_file_16m(d: Path) -> list[str]:
+    """A torchelastic error file at the reader's limit: a 16 MiB traceback of one frame repeated."""
+    p = d / "attempt_0" / "1" / "error.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    frame = '  File "/home/u/train.py", line 9, in step\n    loss = model(x)\n'
+    stack = "Traceback (most recent call last):\n" + frame * (16 * MiB // len(frame)) + "KeyError: 1\n"
+    p.write_text(json.dumps({"message": {"message": "KeyError: 1", "extraInfo": {"py_callstack": stack,
+                                                                                 "timestamp": "1"}}}))
+    return ["analyze", str(d / "attempt_0")]
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
     "empty-lines-8M": make_empty_lines,
     "one-char-lines-8M": make_one_char_lines,
@@ -387,6 +414,9 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "inspect-image-1G": make_image_1g,
     **{name: _template_case(src) for name, src in TEMPLATES.items()},
     "nest-42-zip": make_nest_42,
+    "notebook-60M": make_notebook_60m,
+    "notebook-deep-nesting": make_notebook_deep,
+    "elastic-error-file-16M": make_error_file_16m,
 }
 
 

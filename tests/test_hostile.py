@@ -294,3 +294,17 @@ def test_dense_hits_parallel_equals_sequential(tmp_path: Path, monkeypatch: pyte
     seq, st_seq = run()
     assert par == seq and len(par) == 3000
     assert [n for n, _ in par] == list(range(1, 2501)) + list(range(1_999_501, 2_000_001))
+
+
+@pytest.mark.parametrize("name", ["deep.ipynb", "attempt_0/1/error.json"])
+def test_json_inputs_nested_past_the_parser_are_a_note(tmp_path: Path, name: str) -> None:
+    """A notebook or torchelastic error file nested 200,000 levels deep: a note, never exit 3."""
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    body = "[" * 200000 + "]" * 200000
+    p.write_text('{"cells": ' + body + "}" if name.endswith(".ipynb")
+                 else '{"message": {"extraInfo": {"py_callstack": ' + body + "}}}")
+    from crashlens.pipeline import analyze_paths
+
+    a = analyze_paths([p])
+    assert any("could not be read as one" in n for n in a.notes), a.notes

@@ -21,7 +21,7 @@ def elastic_error_log(data: bytes, name: str) -> str | None:
         return None
     try:
         doc = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):   # not JSON, or nested deeper than the parser goes
         return None
     msg = doc.get("message") if isinstance(doc, dict) else None
     if not isinstance(msg, dict):

@@ -29,7 +29,7 @@ def notebook_log(data: bytes) -> tuple[str, int] | None:
         return None
     try:
         doc = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):   # not JSON, or nested deeper than the parser goes
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
         return None
