@@ -18,7 +18,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "crashlens"
 
 FORBIDDEN = {
     "crashlens.parsers": ("crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),
-    "crashlens.text": ("crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),
+    # the structure stage reads lines (text) and gives blocks to the parsers above it
+    "crashlens.structure": ("crashlens.parsers", "crashlens.engine", "crashlens.report", "crashlens.pipeline",
+                            "crashlens.api", "crashlens.binary", "crashlens.inputs"),
+    "crashlens.text": ("crashlens.structure", "crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),
     "crashlens.patterns": ("crashlens.text", "crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),
     "crashlens.inputs": ("crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),
     "crashlens.binary": ("crashlens.parsers", "crashlens.engine", "crashlens.report", "crashlens.pipeline", "crashlens.api"),

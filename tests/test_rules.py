@@ -49,3 +49,35 @@ def test_invalid_rule_file_is_reported(tmp_path: Path):
     assert any("required" in p for p in problems)  # explain/remedies/examples missing
     with pytest.raises(RuleError):
         load_rules(tmp_path)
+
+
+def test_a_line_condition_can_read_the_lines_record(tmp_path: Path):
+    """`facts: {role: …, level: …}` on a line condition tests what the structure stage said of
+    the line: here a rule that must not fire on a frame's source line or a warning."""
+    import shutil
+
+    from crashlens.engine.rules import default_rules_dir
+    from crashlens.pipeline import text_analyzer
+
+    rules = tmp_path / "rules"
+    shutil.copytree(default_rules_dir(), rules)
+    (rules / "zz-test.yaml").write_text(
+        "rules:\n"
+        "  - id: shard-unreadable\n"
+        "    category: file-or-permission-error\n"
+        "    title: A shard could not be read\n"
+        "    weight: 0.8\n"
+        "    match:\n"
+        "      - {pattern: 'shard \\S+ is unreadable', facts: {role: ['', error, message], level: ['', error]}}\n"
+        "    explain: A shard could not be read.\n"
+        "    remedies: [Check the shard.]\n"
+        "    examples:\n"
+        "      - fires: 'ERROR shard 3 is unreadable'\n")
+    run = text_analyzer(rules)
+    assert [c.rule for c in run("2026-11-28 03:00:01,000 ERROR shard 3 is unreadable\n").causes][:1] \
+        == ["shard-unreadable"]
+    in_code = ('Traceback (most recent call last):\n  File "/home/u/etl.py", line 9, in <module>\n'
+               '    raise SystemExit("shard 3 is unreadable")\nSystemExit: 2\n')
+    as_warning = "/home/u/etl.py:4: UserWarning: shard 3 is unreadable\n  warnings.warn(msg)\n"
+    for text in (in_code, as_warning):
+        assert "shard-unreadable" not in [r for c in run(text).causes for r in (c.rule, *c.other_rules)]

@@ -2,6 +2,7 @@
 
 inputs  ->  InputFile            (what was given, detected by content)
 text    ->  Line                 (a normalised log line with its origin)
+structure -> LogStructure        (Records per line, Blocks with exact spans, Streams per process)
 parsers ->  Evidence             (one model for every kind of fact a crash left; EvidenceKind)
 binary  ->  CrashReport          (what a core gave: crash site, Backtrace of Frames, threads, modules)
 inspect ->  LibraryFacts         (what a library is built for: CUDA archs, x86 ISA, ELF facts)
@@ -211,6 +212,95 @@ class Frame:
         off = f"+{self.function_offset:#x}" if self.function and self.function_offset is not None else ""
         src = f" at {self.file}:{self.line}" if self.file and self.line else ""
         return f"{fn}{off} ({where}+{self.module_offset:#x}){src}" if self.module_offset is not None else f"{fn}{src}"
+
+
+class BlockKind(StrEnum):
+    """What a block of log lines is (structure/): the spans every later stage reads."""
+
+    TRACEBACK = "traceback"
+    """One Python exception as the `traceback` module prints it (or IPython, rich, loguru): its
+    header, frames, code and caret lines, the exception line and its message; a chain is several
+    blocks, each with its `link`."""
+    FAULTHANDLER = "faulthandler"
+    """`Fatal Python error: …` with every thread's stack (the current one's frames kept)."""
+    NATIVE_STACK = "native-stack"
+    """A gdb or lldb backtrace printed in the log (`#0 0x… in f () from lib.so`)."""
+    LAUNCHER_SUMMARY = "launcher-summary"
+    """torchrun's failure table (`Root Cause (first observed failure):` with rank, exitcode…)."""
+    PROGRESS = "progress"
+    """Consecutive progress-bar frames (tqdm, Keras, rich)."""
+    WARNING = "warning"
+    """A `warnings` module report: `path:N: XWarning: message` and the source line under it."""
+
+
+class Role(StrEnum):
+    """What one line is within its block (`Record.role`)."""
+
+    NONE = ""
+    HEADER = "header"          # Traceback (most recent call last):, a thread header, a table title
+    FRAME = "frame"            # a stack frame
+    CODE = "code"              # a source line under a frame, a caret line, a loguru annotation
+    ERROR = "error"            # the exception's own line (or faulthandler's fatal error)
+    MESSAGE = "message"        # a further line of an exception's message
+    LINK = "link"              # "The above exception was the direct cause …"
+    FIELD = "field"            # a key: value row of a launcher summary
+    BAR = "bar"                # a progress-bar frame
+    WARNING = "warning"        # a warning's own line
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the structure stage says of one line (`LogStructure.records[i]` is `lines[i]`'s):
+    the stream it belongs to, its time and level where the line or its prefix states them, the
+    logger, whether it starts a record of its own (a message cannot continue onto it) and its
+    role within a block."""
+
+    stream: str = ""
+    time: str = ""
+    level: str = ""            # "debug" | "info" | "warning" | "error" | "fatal" | ""
+    logger: str = ""
+    starts: bool = False
+    role: Role = Role.NONE
+    block: int = -1            # index into LogStructure.blocks, -1 outside any block
+
+
+@dataclass(frozen=True)
+class Block:
+    """A span of one stream's lines that reads as one thing (`BlockKind`), with what the grammar
+    of that kind gives: frames (outermost first), a traceback's exception type, message lines,
+    error line and link to the exception before it; a launcher summary's fields."""
+
+    kind: BlockKind
+    loc: Loc                   # first and last line
+    stream: str = ""
+    frames: tuple[Frame, ...] = ()
+    native: tuple[Frame, ...] = ()       # c10 `frame #N` lines under an exception, innermost first
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One process's (or rank's, or worker's) lines in an interleaved log."""
+
+    key: str                   # "" for untagged output, "rank3", "RayTrainWorker-1234", "SpawnProcess-2"
+    kind: str                  # "main" | "rank" | "worker" | "process"
+    first: int                 # first and last line numbers
+    last: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class LogStructure:
+    """The structure of one text input: its lines, a Record per line, the blocks and streams."""
+
+    source: str
+    lines: tuple[Line, ...]
+    records: tuple[Record, ...]
+    blocks: tuple[Block, ...]
+    streams: tuple[Stream, ...]
+
+    def of_kind(self, *kinds: BlockKind) -> list[Block]:
+        return [b for b in self.blocks if b.kind in kinds]
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def analyze_inputs(inputs: Sequence[InputFile], notes: Sequence[str] = (), opts:
                                                         sysroot=opts.sysroot)
     col.items.extend(crash_evidence)
     col.notes.extend(crash_notes)
-    ev = EvidenceSet.build(col.lines, [*col.items, *env_evidence])
+    ev = EvidenceSet.build(col.structures, [*col.items, *env_evidence])
     from .inspect import inspect_libraries
 
     libraries, lib_evidence, lib_notes = inspect_libraries(

@@ -7,7 +7,8 @@
 
 Text inputs are streamed (text.select keeps the head, the tail and windows around anchors in
 huge logs), recoded to UTF-8 when they are UTF-16/32 (inputs.recode), normalised line by line
-(text.normalize) and parsed (tracebacks, kernel records, outcomes). ELF files and cores become
+(text.normalize), read into their structure (structure: records, blocks, streams) and parsed
+(tracebacks from the blocks; kernel records and outcomes line by line). ELF files and cores become
 `input` evidence (the binary stage reads cores); what is skipped becomes a note.
 """
 
@@ -21,11 +22,12 @@ import regex as re
 from ..inputs.notes import summarise_notes
 from ..inputs.recode import utf8_stream
 from ..inputs.roles import text_role
-from ..model import Evidence, EvidenceKind, InputFile, Line, Loc
+from ..model import Evidence, EvidenceKind, InputFile, Line, LogStructure, Loc
 from ..parsers.kernel import parse_kernel
 from ..parsers.outcomes import link_outcomes, parse_outcome
 from ..parsers.sanitizer import parse_sanitizer
 from ..parsers.tracebacks import parse_tracebacks
+from ..structure import read_structure
 from ..text.anchors import anchors
 from ..text.normalize import normalize_records
 from ..text.select import SelectStats, select_lines
@@ -39,6 +41,7 @@ FULL_LINES = MAX_KEPT  # ... and below FULL_BELOW only if it has no more lines (
 @dataclass
 class Collected:
     lines: list[Line] = field(default_factory=list)
+    structures: list[LogStructure] = field(default_factory=list)   # one per text input read
     items: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     stats: dict[str, object] = field(default_factory=dict)
@@ -99,7 +102,9 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             start = len(out.lines)
             read_text_input(inp, keep, full_below, out)
             src_lines = out.lines[start:]
-            out.items.extend(parse_tracebacks(src_lines))
+            structure = read_structure(src_lines)
+            out.structures.append(structure)
+            out.items.extend(parse_tracebacks(structure))
             out.items.extend(parse_sanitizer(src_lines))
             outcomes = []
             for ln in src_lines:

@@ -14,11 +14,10 @@ from typing import Iterable, Sequence
 
 import regex as re
 
-from ..model import Evidence, Line, Loc, Match
+from ..model import Evidence, Line, LogStructure, Loc, Match, Record, Role
 from ..patterns import LineScanner
 from .rules import Condition, Rule, RuleBase
 
-_FRAME_LINE = re.compile(r'^\s*(?:File "|frame #\d|#\d+\s)')
 #: Evidence kept per condition of a rule (the first ones); the rest is only counted
 #: (Firing.more), so a log in which every line is a hit costs no more than one with 50.
 MAX_MATCHES = 50
@@ -54,30 +53,44 @@ class EvidenceSet:
         return [e for _i, e in sorted((p for part in parts for p in part), key=lambda p: p[0])]
 
     @classmethod
-    def build(cls, lines: Sequence[Line], items: Iterable[Evidence]) -> "EvidenceSet":
+    def build(cls, structures: Sequence[LogStructure], items: Iterable[Evidence]) -> "EvidenceSet":
+        """Line evidence from each input's structure: a line's facts hold its stream, its level
+        and its role in a block where it has them; two lines of one record (a message wrapped
+        onto an indented or lower-case line) are also matched joined."""
         out: list[Evidence] = []
-        prev: Line | None = None
-        for ln in lines:
-            out.append(Evidence("line", ln.text, ln.loc, facts={"stream": ln.stream} if ln.stream else {}))
-            if prev is not None and _continues(prev, ln):
-                head, tail = prev.text.rstrip(), ln.text.strip()
-                # a hard wrap at a fixed width (a terminal, a mail client) splits words: join
-                # a long line that ends mid-word without a space
-                glue = "" if len(head) >= 70 and head[-1:].isalnum() and tail[:1].isalnum() and \
-                    len(prev.text) == len(head) else " "
-                joined = head + glue + tail
-                out.append(Evidence("line", joined, Loc(prev.loc.source, prev.loc.line, ln.loc.line),
-                                    facts={"joined": True}))
-            prev = ln
+        for st in structures:
+            prev: Line | None = None
+            prev_rec: Record | None = None
+            for ln, rec in zip(st.lines, st.records):
+                facts: dict[str, object] = {}
+                if ln.stream:
+                    facts["stream"] = ln.stream
+                if rec.level:
+                    facts["level"] = rec.level
+                if rec.role:
+                    facts["role"] = str(rec.role)
+                out.append(Evidence("line", ln.text, ln.loc, facts=facts))
+                if prev is not None and prev_rec is not None and _continues(prev, ln, prev_rec, rec):
+                    head, tail = prev.text.rstrip(), ln.text.strip()
+                    # a hard wrap at a fixed width (a terminal, a mail client) splits words: join
+                    # a long line that ends mid-word without a space
+                    glue = "" if len(head) >= 70 and head[-1:].isalnum() and tail[:1].isalnum() and \
+                        len(prev.text) == len(head) else " "
+                    joined = head + glue + tail
+                    jf: dict[str, object] = {"joined": True}
+                    if prev_rec.level:
+                        jf["level"] = prev_rec.level
+                    out.append(Evidence("line", joined, Loc(prev.loc.source, prev.loc.line, ln.loc.line), facts=jf))
+                prev, prev_rec = ln, rec
         return cls(out, list(items))
 
 
-def _continues(prev: Line, cur: Line) -> bool:
-    if prev.loc.source != cur.loc.source or cur.loc.line != prev.loc.line + 1 or prev.stream != cur.stream:
+def _continues(prev: Line, cur: Line, prev_rec: Record, rec: Record) -> bool:
+    if cur.loc.line != prev.loc.line + 1 or prev.stream != cur.stream:
         return False
     if not prev.text.strip() or not cur.text.strip():
         return False
-    if _FRAME_LINE.match(prev.text) or _FRAME_LINE.match(cur.text):
+    if Role.FRAME in (prev_rec.role, rec.role):
         return False
     return cur.text[:1] in (" ", "\t") or cur.text[:1].islower()
 
@@ -107,6 +120,7 @@ def _line_hits(rules: RuleBase, ev: EvidenceSet, more: dict[tuple[str, str, int]
     for pid, idxs in raw.items():
         rule, part, ci = where[pid]
         pattern = scanner.patterns[pid]
+        cond = getattr(rule, part)[ci]
         found: list[tuple[Evidence, dict[str, str]]] = []
         single_lines: set[tuple[str, int]] = set()
         ordered = sorted(idxs)
@@ -118,6 +132,8 @@ def _line_hits(rules: RuleBase, ev: EvidenceSet, more: dict[tuple[str, str, int]
             m = pattern.search(e.text)
             if m is None:
                 continue
+            if cond.facts and not cond.test_facts({"role": "", "level": "", **e.facts}):
+                continue   # a line condition on the line's record: its role in a block, its level
             if e.facts.get("joined"):
                 # a joined pair counts only where neither line matched alone
                 # (both lines come earlier in ev.lines, so they were confirmed already)

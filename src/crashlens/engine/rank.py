@@ -25,16 +25,17 @@ from .rules import RuleBase
 
 SECONDARY_FACTOR = 0.5
 LOW_SEVERITY_FACTOR = 0.6
-# Informational and warning records: glog/absl "I0612 …"/"W tensorflow/…", NCCL INFO/WARN,
-# Python logging and warnings ("WARNING:root:", "UserWarning:"), "[W …]" from c10.
-LOW_SEVERITY = re.compile(
-    r"^(?:[IW]\d{4}\s|[IW] (?:external/|tensorflow/|xla/|third_party/)?\S+:\d+\]|\[[IW][ \d]|"
-    r"(?:INFO|WARNING|WARN)\b[: ]|\[(?:INFO|WARNING|WARN)\]|.*\bNCCL (?:INFO|WARN)\b|(?i:warn(?:ing)?: )|"
-    r".*\b[A-Z]\w*Warning: |.*\bTF-TRT Warning\b)")
+# Informational and warning records (glog/absl "I0612 …", NCCL INFO/WARN, logging and the
+# warnings module, c10 "[W …]"): the level the structure stage gave the line (structure/records)
+LOW_SEVERITY = frozenset({"debug", "info", "warning"})
 CONSEQUENCE_FACTOR = 0.45
 FALLBACK_ALONE = 0.65   # confidence of a fallback cause that is the only one (see rank())
 SUPPORT_CAP = 0.2
 COMBINE_CAP = 0.1
+
+
+def _low_severity(e: Evidence) -> bool:
+    return e.kind == "line" and e.facts.get("level") in LOW_SEVERITY
 
 
 def _notes() -> dict[str, Any]:
@@ -159,8 +160,7 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             bonus = min(SUPPORT_CAP, sum(f.rule.support[i].weight for i in support_conds))
             score += bonus
             reasoning.append(f"+{bonus:.2f} from supporting evidence ({len(support_conds)} kind(s))")
-        if not f.rule.from_warnings and all(t.evidence.kind == "line" and LOW_SEVERITY.match(t.evidence.text)
-                                            for t in f.triggers):
+        if not f.rule.from_warnings and all(_low_severity(t.evidence) for t in f.triggers):
             score *= LOW_SEVERITY_FACTOR
             reasoning.append(f"×{LOW_SEVERITY_FACTOR}: only seen in informational or warning messages, "
                              f"which rarely end a run")
@@ -511,7 +511,7 @@ def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_
     # an error record before an informational or warning one that says the same (an allocator's
     # "W … ran out of memory" before JAX's RESOURCE_EXHAUSTED)
     errors = [e for e in there if strongest.firing.rule.from_warnings
-              or not (e.kind == "line" and LOW_SEVERITY.match(e.text))]
+              or not _low_severity(e)]
     first = min(errors or there, key=lambda e: e.loc.line or 0)
     if first.kind == "line":
         # a line inside a traceback: a line of the exception's message, or the source line of one
