@@ -18,7 +18,7 @@ __all__ = ["LIBRARY_PATH", "frame_kind"]
 
 LIBRARY_PATH = re.compile(
     r"(?:site-packages|dist-packages|/lib/python\d|lib64/python\d|<frozen |\.egg/|/usr/lib/|"
-    r"/opt/conda/lib/|\\Lib\\|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen|<__array_function__|"
+    r"/opt/conda/lib/|\\Lib\\|(?i:[\\/]Python\d*[\\/]lib[\\/])|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen|<__array_function__|"
     # Cython sources of a compiled package (cupy_backends/cuda/api/runtime.pyx): relative paths, never the job's
     r"\.py[xi]$|\.px[di]$)"
 )

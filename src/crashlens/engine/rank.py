@@ -535,4 +535,11 @@ def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_
         root = next((e for e in chain if e.facts.get("root")), None)
         if root is not None and int(root.facts.get("chain_pos") or 0) < int(first.facts.get("chain_pos") or 0):
             return root
+    if first.kind == "exception" and not first.frames:
+        # the message alone (a paste's title line, a logger's one-line summary) and the same
+        # exception printed with its traceback in the same input: the traceback is the error
+        full = next((e for e in exceptions if e.kind == "exception" and e.frames and e.loc.source == first.loc.source
+                     and e.facts.get("headline") == first.facts.get("headline")), None)
+        if full is not None:
+            return full
     return first

@@ -100,9 +100,9 @@ def score_reading(case: Mapping[str, Any], a: Analysis) -> dict[str, Any]:
 def _same_frame(got: str, want: str) -> bool:
     """path:line against a case's `path:line [function]`, the path as the case gives it: a full
     path, a relative one or a base name (the line and the path's tail must agree)."""
-    want = want.split(" ", 1)[0]
+    m = re.match(r"(?P<path>.+?):(?P<line>\d+)(?:\s.*)?$", want)   # a path may hold spaces ("My Drive")
+    wpath, wline = (m.group("path"), m.group("line")) if m else (want, "")
     gpath, _, gline = got.rpartition(":")
-    wpath, _, wline = want.rpartition(":")
     if gline != wline:
         return False
     gpath, wpath = gpath.replace("\\", "/"), wpath.replace("\\", "/").removeprefix("./")

@@ -158,9 +158,10 @@ def _chain(source: str, blocks: list[Block]) -> list[Evidence]:
         # the evidence reads as the exception's own line, the headline (the report's, the
         # signature's); the message's further lines stay in facts["message"]
         text = facts["headline"]
-        if not etype:
+        if b.facts.get("cut"):
             facts["cut"] = True
-            facts["headline"] = text = "a traceback without its exception line (the log or paste ends there)"
+            facts["headline"] = text = (f"{etype} (the log or paste ends before its message)" if etype else
+                                        "a traceback without its exception line (the log or paste ends there)")
         out.append(Evidence("exception", text, b.loc, facts=facts, frames=frames))
         prev = b
     return _mark_roots(out)

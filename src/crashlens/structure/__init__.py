@@ -56,12 +56,19 @@ def read_structure(lines: Sequence[Line]) -> LogStructure:
     for bi, (b, members) in enumerate(blocks):
         for i in members or _span(nums, lines, b):
             block_of.setdefault(i, bi)
-    recs = tuple(Record(r.stream, r.time, r.level, r.logger, r.starts, roles.get(i, Role.NONE), block_of.get(i, -1))
+    kinds = [b.kind for b, _m in blocks]
+    recs = tuple(Record(r.stream, r.time, r.level or _block_level(kinds, block_of.get(i, -1)), r.logger, r.starts,
+                        roles.get(i, Role.NONE), block_of.get(i, -1))
                  for i, r in enumerate(records))
     return LogStructure(source, lines, recs, tuple(b for b, _m in blocks), _streams(lines, [b for b, _ in blocks]))
 
 
 _ORDER = {k: n for n, k in enumerate(BlockKind)}
+
+
+def _block_level(kinds: list[BlockKind], block: int) -> str:
+    """The level a line without one of its own takes from its block: a warning's source line."""
+    return "warning" if block >= 0 and kinds[block] == BlockKind.WARNING else ""
 
 
 def _block(source: str, u: _Unit) -> Block:
@@ -72,6 +79,8 @@ def _block(source: str, u: _Unit) -> Block:
         facts["process"] = u.process
     if u.thread:
         facts["thread"] = u.thread
+    if u.cut:
+        facts["cut"] = True
     return Block(kind, Loc(source, u.first, u.last), stream=u.stream, frames=tuple(u.frames), native=tuple(u.native),
                  facts=facts)
 

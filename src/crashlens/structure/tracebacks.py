@@ -69,6 +69,7 @@ class _Unit:
     native: list[Frame] = field(default_factory=list)
     process: str = ""
     thread: str = ""
+    cut: bool = False     # the log or paste ends before the exception line
 
 
 class TracebackGrammar:
@@ -88,6 +89,7 @@ class TracebackGrammar:
         self.ipy_type = ""
         self.style = "python"
         self.process = ("", "", 0)      # (process, thread, line index) of a header just seen
+        self.raise_line: tuple[int, int] | None = None   # a `raise …` line outside a traceback
 
     # -- helpers ---------------------------------------------------------------------
     def _take(self, i: int, role: Role) -> None:
@@ -111,15 +113,15 @@ class TracebackGrammar:
         self.frames, self.members, self.pending_link, self.pending_link_at = [], [], "", []
         self.state = "message"
 
-    def _cut_traceback(self) -> None:
-        """Frames that no exception line closed: kept as an exception of unknown type, so that
-        the code path and the user's frame are not lost with it."""
+    def _cut_traceback(self, etype: str = "") -> None:
+        """Frames that no exception line closed: kept as an exception of unknown type (or of the
+        type IPython's header named), so that the code path and the user's frame are not lost."""
         if not self.frames or not any(f.kind in (FrameKind.USER, FrameKind.LIBRARY) for f in self.frames):
             return
         last = self.frames[-1].loc.line if self.frames[-1].loc else self.start
-        self.units.append(_Unit(type="", message=[], first=self.start or last, last=last, exc_line=last,
+        self.units.append(_Unit(type=etype, message=[], first=self.start or last, last=last, exc_line=last,
                                 frames=self.frames, stream=self.stream, members=self.pending_link_at + self.members,
-                                link=self.pending_link, style=self.style))
+                                link=self.pending_link, style=self.style, cut=True))
         self.cur = None
         self.frames, self.members, self.pending_link, self.pending_link_at = [], [], "", []
 
@@ -314,6 +316,12 @@ class TracebackGrammar:
             if text.startswith(("└", "│", "├", "...")) or raw.startswith((" ", "\t")):
                 self._take(i, Role.CODE)
                 return
+            if self.frames and not self.frames[-1].code and self.frames[-1].loc is not None \
+                    and self.frames[-1].loc.line == n - 1:
+                # a paste that lost its indentation: the line under a frame is its source line
+                self._set_code(text)
+                self._take(i, Role.CODE)
+                return
             self._cut_traceback()
             self.state = "idle"
             self.frames = []
@@ -329,12 +337,18 @@ class TracebackGrammar:
                 return
             self.state = "idle"
 
-        # an exception line outside any traceback (pasted alone, or printed by a logger)
+        # an exception line outside any traceback (pasted alone, or printed by a logger), with
+        # the `raise …` source line a paste kept above it
         m = EXC_LINE.match(text)
         if m and m.group("msg") is not None and not m.group("type").endswith("Warning"):
+            raised = self.raise_line
             self._begin(i, n, "line")
+            if raised is not None and raised[1] == n - 1:
+                self._take(raised[0], Role.CODE)
+                self.start = raised[1]
             self._finish_exception(m.group("type"), m.group("msg") or "", i, line)
             self.start = 0
+        self.raise_line = (i, n) if text.startswith("raise ") else None
 
     def gap(self) -> None:
         """Lines were skipped (a huge log is sampled): a traceback cannot span the gap."""
@@ -348,5 +362,7 @@ class TracebackGrammar:
             self.cur.frames = list(reversed(self.frames))
         if self.state == "frames":
             self._cut_traceback()
+        elif self.state == "ipy":
+            self._cut_traceback(self.ipy_type)   # IPython's header names the type
         self.frames = []
         self.state = "idle"

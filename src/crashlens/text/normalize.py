@@ -45,6 +45,8 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("time", re.compile(r"^\d\d:\d\d:\d\d[.,-]\d+\s+")),
     # Markdown quote of a pasted log
     ("quote", re.compile(r"^>(?!>)\s?")),
+    # pytest's failure report marks the exception's lines with "E   "
+    ("pytest", re.compile(r"^E {3}(?=\S)")),
     # Markdown list bullet before a pasted error line: "- RuntimeError: …", "* `OSError: …`"
     ("bullet", re.compile(r"^(?:[*•]|-(?=\s+[`*_]*[A-Z]))\s+(?=\S)")),
 )
