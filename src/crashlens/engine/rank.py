@@ -14,6 +14,7 @@ Scoring, in the order it is applied (every step leaves a line in Cause.reasoning
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any, Mapping, Sequence
 
 import regex as re
@@ -478,6 +479,38 @@ def _with_rank(primary: Evidence, best: _Scored, group: Sequence[_Scored]) -> Ev
                                    "rank_from": f"the cause's first rank-tagged evidence ({tagged[0].loc})"})
 
 
+@cache
+def _messengers() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in data("primary.yaml")["messengers"]))
+
+
+def _job_statement(first: Evidence, eligible: Sequence[_Scored], exceptions: Sequence[Evidence],
+                   items: Sequence[Evidence], kernel: set[str]) -> Evidence:
+    """What the job itself said of its failure, where `first` is someone else's report of it:
+    - an outside agent's line (data/primary.yaml: timeout(1), slurmstepd, the kernel) followed by
+      the job's own exception: that exception (the first root one after it; a kernel log's: the
+      first in the job's output);
+    - a launcher's log line (torchrun's `failed (exitcode: -9) local_rank: 0 (pid: …)`) where its
+      failure table states the same outcome: the table's line (`traceback : Signal 9 (SIGKILL)
+      received by PID …`), the launcher's summary of the failure."""
+    agent = first.loc.source in kernel or (first.kind in ("line", "dmesg", "outcome") and _messengers().search(first.text))
+    if agent:
+        after = [e for e in exceptions if e.kind == "exception" and e.facts.get("root") and not e.facts.get("secondary")
+                 and not e.facts.get("cut") and e.loc.source not in kernel
+                 and (first.loc.source in kernel or (e.loc.source == first.loc.source and e.loc.line > first.loc.line))]
+        if after:
+            order = {src: i for i, src in enumerate(dict.fromkeys(e.loc.source for e in items))}
+            return min(after, key=lambda e: (order.get(e.loc.source, 0), e.loc.line))
+    if first.kind == "outcome":
+        tables = [e for e in items if e.kind == "child-failure" and e.loc.source == first.loc.source]
+        stated = [m.evidence for s in eligible for m in (*s.firing.triggers, *s.firing.supports)
+                  if m.evidence.kind == "outcome" and any(_within(m.evidence, t) for t in tables)
+                  and m.evidence.facts.get("pid") == first.facts.get("pid")]
+        if stated and not any(_within(first, t) for t in tables):
+            return max(stated, key=lambda e: e.loc.line)
+    return first
+
+
 def _kernel_logs(items: Sequence[Evidence]) -> set[str]:
     """Inputs that are kernel logs (dmesg, journalctl -k): kernel records and no exception or
     process outcome of the job's own."""
@@ -520,6 +553,7 @@ def _primary(causes, exceptions: Sequence[Evidence], groups: Mapping[str, list[_
                   and (first.facts.get("stream") or "") == (exc.facts.get("stream") or "")]
         if inside:
             first = min(inside, key=lambda exc: (exc.loc.end_line or exc.loc.line) - exc.loc.line)
+    first = _job_statement(first, eligible, exceptions, items, kernel)
     if first.kind == "exception" and first.facts.get("wrapper"):
         # "Caught KeyError in DataLoader worker process 0": the worker's original traceback that
         # follows it (the parser's reraised_by) is the error, raised first, with the user's frame
