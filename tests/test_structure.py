@@ -116,3 +116,14 @@ def test_a_message_ends_where_the_next_record_starts():
     assert tb.facts["message"] == ("bad shard", "the shard header is empty")
     assert tb.loc.end_line == 5
     assert record_at(st, 6).level == "error" and record_at(st, 6).block == -1
+
+
+def test_an_uncaught_cpp_exception_is_one_block_ending_at_its_what_line():
+    (case,) = (RUNS.parent.parent / "real-runs2" / "cases").glob("024-*")
+    st = structure_of((case / "input.log").read_text(encoding="utf-8"), "input.log")
+    (tb,) = [b for b in st.of_kind(BlockKind.TRACEBACK) if b.facts["style"] == "c++"]
+    assert tb.facts["type"] == "std::out_of_range"
+    assert tb.facts["message"][0].startswith("vector::_M_range_check")
+    assert tb.loc.line == line_no(st, "terminate called after throwing")
+    assert tb.facts["exc_line"] == line_no(st, "what():") == tb.loc.end_line
+    assert record_at(st, tb.loc.line).role == Role.HEADER

@@ -479,6 +479,9 @@ def _with_rank(primary: Evidence, best: _Scored, group: Sequence[_Scored]) -> Ev
                                    "rank_from": f"the cause's first rank-tagged evidence ({tagged[0].loc})"})
 
 
+_RECORD_HEAD = re.compile(r"^(?:\[[^\]]{0,120}\]:?\s*)+")
+
+
 @cache
 def _messengers() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in data("primary.yaml")["messengers"]))
@@ -501,6 +504,16 @@ def _job_statement(first: Evidence, eligible: Sequence[_Scored], exceptions: Seq
         if after:
             order = {src: i for i, src in enumerate(dict.fromkeys(e.loc.source for e in items))}
             return min(after, key=lambda e: (order.get(e.loc.source, 0), e.loc.line))
+    if first.kind == "line" and first.facts.get("level") in ("error", "fatal"):
+        # a logged error record that the job's exception then states again ("[E … ProcessGroupGloo.cpp:67]
+        # [Rank 0]: Rank 1 failed to pass monitoredBarrier" and "RuntimeError: [Rank 0]: Rank 1 failed …")
+        core = _RECORD_HEAD.sub("", first.text).strip()[:60]
+        if len(core) >= 20:
+            again = [e for e in exceptions if e.kind == "exception" and e.loc.source == first.loc.source
+                     and e.loc.line > first.loc.line and e.facts.get("language") != "c++"
+                     and core in str(e.facts.get("message") or "")]
+            if again:
+                return min(again, key=lambda e: e.loc.line)
     if first.kind == "outcome":
         tables = [e for e in items if e.kind == "child-failure" and e.loc.source == first.loc.source]
         stated = [m.evidence for s in eligible for m in (*s.firing.triggers, *s.firing.supports)

@@ -137,6 +137,8 @@ def _chain(source: str, blocks: list[Block]) -> list[Evidence]:
         for k in ("process", "thread"):
             if b.facts.get(k):
                 facts[k] = b.facts[k]
+        if b.facts.get("style") == "c++":
+            facts["language"] = "c++"   # libstdc++'s "terminate called after throwing an instance of"
         if link == "context" and prev is not None:
             facts["secondary"] = True
             facts["secondary_reason"] = (

@@ -46,6 +46,9 @@ CPP_HEADER = re.compile(r"^Exception raised from (?P<func>.+?) at (?P<file>.+?):
 CPP_FRAME = re.compile(
     r"^frame #(?P<n>\d+): (?P<func>.*?)(?: \+ (?P<off>0x[0-9a-f]+))?(?: \((?P<addr>0x[0-9a-f]+) in (?P<module>[^)]+)\))?\s*$"
 )
+# libstdc++'s report of an uncaught C++ exception: the type, then its what() on the next line
+CPP_TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']+)'")
+CPP_WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
 # who printed the traceback that follows: multiprocessing's "Process SpawnProcess-2:", threading's
 # "Exception in thread Thread-1 (worker):"
 PROCESS_HEADER = re.compile(r"^Process (?P<name>[\w.-]+):$")
@@ -204,6 +207,22 @@ class TracebackGrammar:
             if not text:
                 return
             self.state = "idle"
+
+        if self.state == "terminate":
+            m = CPP_WHAT.match(raw)
+            if m:   # the exception is the type and its what(): one block, its error line the what() line
+                self.style = "c++"
+                self._finish_exception(self.ipy_type, m.group("msg").strip(), i, line)
+                return
+            self.state = "idle"
+            self.members = []
+        m = CPP_TERMINATE.match(text)
+        if m and self.state in ("idle", "message"):
+            self._begin(i, n, "c++")
+            self._take(i, Role.HEADER)
+            self.ipy_type = m.group("type")
+            self.state = "terminate"
+            return
 
         m = PROCESS_HEADER.match(text) or THREAD_HEADER.match(text)
         if m and self.state in ("idle", "message"):
