@@ -19,6 +19,12 @@ __all__ = ["LIBRARY_PATH", "frame_kind"]
 LIBRARY_PATH = re.compile(
     r"(?:site-packages|dist-packages|/lib/python\d|lib64/python\d|<frozen |\.egg/|/usr/lib/|"
     r"/opt/conda/lib/|\\Lib\\|(?i:[\\/]Python\d*[\\/]lib[\\/])|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen|<__array_function__|"
+    # generated code (joblib/loky's "<dynamic-code>", makefun)
+    r"^<dynamic-code>$|^<makefun-gen|"
+    # a library's source tree inside the user's checkout (a cloned or vendored copy: ".../pytorch-image-
+    # models/timm/models/_factory.py", ".../mmdetection/mmdet/models/builder.py"): the library's code
+    r"[\\/](?:timm|mmdet|mmcv|mmengine|mmseg|mmdet3d|detectron2|transformers|diffusers|torchvision)[\\/]"
+    r"(?!tools|scripts|examples|demo|projects|configs|tests)\w+[\\/]|"
     # Cython sources of a compiled package (cupy_backends/cuda/api/runtime.pyx): relative paths, never the job's
     r"\.py[xi]$|\.px[di]$)"
 )

@@ -22,11 +22,13 @@ BAR = re.compile(r"^(?:[^|]{0,120}?\d{1,3}%\||\s*\d+/\d+ \[[=>.]+\]|.{0,80}?[━
 # A line that starts a record of its own, so an exception's message cannot continue onto it:
 # a progress bar, a glog/c10 record ("E1128 03:21:18.107 …", "[W …cpp:104]"), a logging record
 # ("ERROR:torch…", "WARNING: …", "INFO | …"), what a shell or launcher prints after a process
-# ended ("exit status 1", "Error in sys.excepthook:", "+ cmd", srun/slurmstepd).
+# ended ("exit status 1", "Error in sys.excepthook:", "+ cmd", srun/slurmstepd, a shell's job report).
 NEW_RECORD = re.compile(
     r"^(?:[^|]{0,120}?\d{1,3}%\||\s*\d+/\d+ \[[=>.]+\]|[IWEF]\d{4} \d\d:\d\d:\d\d|\[[IWEF][\s\d][^\]]{0,60}:\d+\]"
     r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?::[\w.]|:\s|\s*[|\]-]|\s+\S+:\d+)"
-    r"|exit status -?\d+|Error in sys\.excepthook|\+ \S|srun: |slurmstepd: )")
+    r"|exit status -?\d+|Error in sys\.excepthook|\+ \S|srun: |slurmstepd: "
+    # a shell's report of a job that died: "make.sh: line 13:  8992 Aborted    python x.py", "Killed"
+    r"|\S+: line \d+: +\d+ |(?:Aborted|Segmentation fault|Killed|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$)")
 _CLOCK = re.compile(r"\d:\d\d|\d\.\d{3}")
 _TIME = re.compile(r"\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?|^\[\s*\d+\.\d+\]")
 

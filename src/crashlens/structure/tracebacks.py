@@ -213,6 +213,7 @@ class TracebackGrammar:
             if m:   # the exception is the type and its what(): one block, its error line the what() line
                 self.style = "c++"
                 self._finish_exception(self.ipy_type, m.group("msg").strip(), i, line)
+                self.state = "idle"   # what() is one line; the shell's "Aborted" follows
                 return
             self.state = "idle"
             self.members = []
