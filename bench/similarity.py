@@ -24,7 +24,8 @@ from crashlens.engine.rules import load_rules  # noqa: E402
 from crashlens.evaluation.corpus import load_cases  # noqa: E402
 from crashlens.text.normalize import normalize  # noqa: E402
 
-FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("corpus*") if p.is_dir()) + [ROOT / "fixtures" / "gpu-runs"]
+FIXTURES = sorted(p for p in (ROOT / "fixtures").glob("corpus*") if p.is_dir()) + [ROOT / "fixtures" / "gpu-runs"] \
+    + sorted(p for p in (ROOT / "fixtures").glob("real-r*") if (p / "cases").is_dir())
 SHARED = ROOT.parent / "shared" / "corpus"
 
 
