@@ -362,7 +362,8 @@ def _cpu_flags(spec: str) -> set[str]:
 @main.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--db", type=click.Path(dir_okay=False, path_type=str),
-              help="Keep results in this SQLite database, so recurring crashes across runs are recognised.")
+              help="Keep results in this SQLite file or PostgreSQL database (postgresql://user@host:port/dbname, "
+                   "needs crashlens[postgres]), so recurring crashes across runs are recognised.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON triage (schema crashlens.triage/1).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel analyses (default: the number of CPUs).")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=str), help="Use another rule directory.")
@@ -383,6 +384,78 @@ def triage(dirs: tuple[str, ...], db: str | None, as_json: bool, jobs: int | Non
                    err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_FOUND if t.analysed else EXIT_NOTHING)
+
+
+def _run_switches() -> list[str]:
+    from .capture.arm import switch_ids
+
+    return [*switch_ids(), "samples", "all"]
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
+              help="The bundle folder (default: ./crashlens-run-DATE-TIME-PID, or under $CRASHLENS_RUN_DIR).")
+@click.option("--no", "off", multiple=True, metavar="SWITCH",
+              help="Turn off one armed switch (core, faulthandler, cuda-coredump, flight-recorder, "
+                   "elastic-error-file, samples) or all; repeatable.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="Seconds between two samples of memory, disks and GPUs.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the analysis (the bundle still holds it).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(out: Path | None, off: tuple[str, ...], interval: float, quiet: bool, command: tuple[str, ...]) -> None:
+    """Run COMMAND with the evidence armed, keep what it leaves in a bundle, analyse it if it fails
+    (docs/run.md): crashlens run -- python train.py --lr 3e-4"""
+    import shutil as _shutil
+
+    from .capture import exit_like, run_command
+
+    bad = [o for o in off if o not in _run_switches()]
+    if bad:
+        raise click.BadParameter(f"unknown switch {bad[0]!r}; one of {', '.join(_run_switches())}", param_hint="--no")
+    argv = list(command)
+    if _shutil.which(argv[0]) is None and not (("/" in argv[0]) and Path(argv[0]).exists()):
+        click.echo(f"crashlens run: {argv[0]}: command not found", err=True)
+        sys.exit(127)
+    result = run_command(argv, out=out, off=off, interval=interval)
+    ex = result.exit
+    failed = ex.status != 0
+    if not quiet:
+        _report_run(result, failed)
+    exit_like(ex)
+
+
+def _report_run(result, failed: bool) -> None:
+    """The analysis of a failed run on stderr (the job's stdout stays the job's), and analysis.json."""
+    from .errors import CrashlensError as _Err
+    from .pipeline import analyze_paths
+    from .report.json import render as render_json
+    from .signature import signature
+
+    where = result.bundle
+    try:
+        shown = where.relative_to(Path.cwd())
+    except ValueError:
+        shown = where
+    if not failed:
+        click.echo(f"crashlens run: the job succeeded ({result.exit.duration:.1f} s); bundle in {shown}", err=True)
+        return
+    try:
+        analysis = analyze_paths([where])
+    except _Err as exc:
+        click.echo(f"crashlens run: the bundle {shown} could not be analysed: {exc}", err=True)
+        return
+    sig = signature(analysis)
+    (where / "analysis.json").write_text(render_json(analysis, sig) + "\n", encoding="utf-8")
+    from rich.console import Console
+
+    from .report.terminal import render as render_term
+
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    plain = bool(root and root.get("no_color"))
+    console = Console(stderr=True, color_system=None) if plain else Console(stderr=True)
+    click.echo(f"crashlens run: the job failed (exit status {result.exit.status}); bundle in {shown}", err=True)
+    render_term(analysis, sig, console, 3, False)
 
 
 @main.command()
