@@ -81,6 +81,12 @@ class EvidenceKind(StrEnum):
     isa_dispatched, isa_missing_baseline, isa_missing_dispatched, cpu_ok."""
     INPUT = "input"
     """A binary file that was given (ELF or core). Facts: kind and the detector's facts."""
+    RESOURCE = "resource"
+    """A resource's figures while a `crashlens run` job ran (parsers/run, from the bundle's
+    samples). Facts: resource (memory, cgroup-memory, disk, shm, gpu-memory), name (a path, a
+    cgroup, a GPU index), used, total, used_pct (the last sample), peak_pct, full (the peak was
+    at capacity: 98 % or less than 1 MiB free), samples, last_at_s; shm also small (under 256 MiB); cgroup-memory also oom_kill
+    and oom (how much the cgroup's counters rose during the run)."""
     GPU_FAULT = "gpu-fault"
     """A GPU kernel's fault with its kernel and thread: from a GPU core dump (binary/cudacore,
     source "gpu-core") or a compute-sanitizer report (parsers/sanitizer, source

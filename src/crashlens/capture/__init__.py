@@ -27,7 +27,7 @@ from .arm import Armed, arm, switch_ids
 from .console import Console
 from .launch import Exit, exit_like, launch
 from .sample import Sampler
-from .snapshot import environment, find_cores, kernel_lines, scheduler_reason, uptime
+from .snapshot import core_files, environment, find_cores, kernel_lines, scheduler_reason, uptime
 
 __all__ = ["Run", "run_command", "exit_like", "switch_ids", "BUNDLE_SCHEMA"]
 
@@ -60,6 +60,7 @@ def run_command(argv: Sequence[str], out: Path | None = None, off: Sequence[str]
     console = Console(bundle)
     sampler = Sampler(bundle, interval) if "samples" not in off and "all" not in off else None
     up0, cwd = uptime(), os.getcwd()
+    cores_before = core_files(armed.core_pattern, cwd)
     stops: list[dict[str, Any]] = []
 
     def started(pid: int) -> None:
@@ -103,7 +104,7 @@ def run_command(argv: Sequence[str], out: Path | None = None, off: Sequence[str]
         files["kernel.log"] = "the kernel log since the job started"
     elif note:
         notes.append(note)
-    cores, note = find_cores(armed.core_pattern, cwd, ex.started, [ex.pid]) if _core_on(armed) else ([], "")
+    cores, note = find_cores(armed.core_pattern, cwd, cores_before) if _core_on(armed) else ([], "")
     if note and (ex.core_dumped or ex.signal in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT)):
         notes.append(note)
     for core in cores:

@@ -122,10 +122,31 @@ def kernel_lines(since_uptime: float) -> tuple[str, str]:
     return ("\n".join(keep) + "\n") if keep else "", ""
 
 
-def find_cores(pattern: str, cwd: str, since: float, pids: list[int]) -> tuple[list[Path], str]:
-    """Core files written since `since` (time.time()) by the kernel's core_pattern: a file
-    pattern (%p, %e, %t… matched by wildcards, relative to the crashing process's directory,
-    taken as the job's), or a note on where a pipe pattern (systemd-coredump, apport) put it."""
+def core_files(pattern: str, cwd: str) -> dict[str, float]:
+    """The files the core pattern could have written (path -> mtime): taken before the job
+    starts, so that a core left by an earlier crash is never taken for this job's."""
+    if not pattern or pattern.startswith("|"):
+        return {}
+    import re
+
+    wild = re.sub(r"%[a-zA-Z%]", "*", pattern)
+    base = wild if wild.startswith("/") else os.path.join(cwd, wild)
+    out = {}
+    for p in set(glob.glob(base) + glob.glob(base + ".*")):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if os.path.isfile(p):
+            out[p] = st.st_mtime
+    return out
+
+
+def find_cores(pattern: str, cwd: str, before: dict[str, float]) -> tuple[list[Path], str]:
+    """Core files the kernel's core_pattern wrote during the job: a file pattern (%p, %e, %t…
+    matched by wildcards, relative to the crashing process's directory, taken as the job's),
+    new or changed since `before` (core_files at the start); or a note on where a pipe pattern
+    (systemd-coredump, apport) put them."""
     if not pattern:
         return [], "core pattern unreadable"
     if pattern.startswith("|"):
@@ -135,18 +156,7 @@ def find_cores(pattern: str, cwd: str, since: float, pids: list[int]) -> tuple[l
         if "apport" in helper:
             return [], "cores go to apport: /var/crash/*.crash (`apport-unpack`)"
         return [], f"cores are piped to {helper}"
-    import re
-
-    wild = re.sub(r"%[a-zA-Z%]", "*", pattern)
-    base = wild if wild.startswith("/") else os.path.join(cwd, wild)
-    found = []
-    for p in set(glob.glob(base) + glob.glob(base + ".*")):
-        try:
-            st = os.stat(p)
-        except OSError:
-            continue
-        if st.st_mtime >= since - 1 and os.path.isfile(p):
-            found.append(Path(p))
+    found = [Path(p) for p, mtime in core_files(pattern, cwd).items() if before.get(p) != mtime]
     return sorted(found, key=lambda p: p.stat().st_mtime), ""
 
 

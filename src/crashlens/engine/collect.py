@@ -92,6 +92,9 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     for inp in inputs:
         if inp.kind == "text":
             role, why = _role(inp)
+            if role in ("run-manifest", "run-samples"):
+                _read_run_record(inp, role, why, out)
+                continue
             if role in ("notebook", "elastic-error"):
                 inp = _converted_input(inp, role, out)
                 if inp is None:
@@ -129,6 +132,22 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
     out.notes = summarise_notes(out.notes)
     return out
+
+
+def _read_run_record(inp: InputFile, role: str, why: str, out: Collected) -> None:
+    """A crashlens run bundle's manifest or samples: evidence of their own (parsers/run)."""
+    from ..inputs.streams import read_prefix
+    from ..parsers.run import parse_run_manifest, parse_run_samples
+
+    try:
+        with inp.open() as stream:
+            data = read_prefix(stream, 16 << 20)
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return
+    got = (parse_run_manifest if role == "run-manifest" else parse_run_samples)(data, inp.name)
+    out.items.extend(got)
+    out.notes.append(f"{inp.name}: read as {why}")
 
 
 def _converted_input(inp: InputFile, role: str, out: Collected) -> InputFile | None:

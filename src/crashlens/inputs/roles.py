@@ -24,11 +24,19 @@ def _roles() -> dict[str, Any]:
 
 
 def text_role(name: str, head: bytes) -> tuple[str, str]:
-    """("log" | "notebook" | "elastic-error" | "source" | "config", why) for a text input named
+    """("log" | "notebook" | "elastic-error" | "run-manifest" | "run-samples" | "source" | "config" |
+    "other", why) for a text input named
     `name` starting with `head`."""
     r = _roles()
     base = PurePosixPath(name.replace("\\", "/").rsplit("!", 1)[-1]).name
     ext = PurePosixPath(base).suffix.lower()
+    if r["run_manifest_when"].encode() in head:
+        return "run-manifest", "the manifest of a crashlens run bundle: the run's exit and armed switches"
+    if base in r["run_samples_names"] and head.lstrip()[:5] == b'{"t":':
+        return "run-samples", "a crashlens run bundle's samples: memory, disks and GPUs while the job ran"
+    for rule in r["not_evidence"]:
+        if base == rule.get("name") or (rule.get("when") and rule["when"].encode() in head):
+            return "other", rule["why"]
     if ext in r["notebook_extensions"] and head.lstrip()[:1] == b"{":
         return "notebook", "a Jupyter notebook: the outputs of its cells"
     if head.lstrip()[:1] == b"{" and all(k.encode() in head for k in r["elastic_error_when"]):
