@@ -19,8 +19,9 @@ When a bundle crashed (its time): the latest timestamp found in its logs (ISO 86
 `2026-11-20 03:02:11`, `2026/11/20 03:02:11`, dmesg's `[Fri Nov 20 03:02:11 2026]`), written as
 found (time zone unknown); else the newest mtime of its files, in UTC.
 
---db FILE keeps every analysed bundle in SQLite (docs/ci.md "Triage database"), keyed by the
-bundle's absolute path and content hash: analysing the same bundle again updates its row,
+--db FILE keeps every analysed bundle in SQLite, --db postgresql://user@host:port/dbname in
+PostgreSQL (triagedb.py; docs/ci.md "Triage database"), keyed by the bundle's absolute path and
+content hash: analysing the same bundle again updates its row,
 a new run (another path, or the same path with other content) adds one, so a signature's row
 count is how many distinct crash bundles showed it.
 """
@@ -32,7 +33,6 @@ import hashlib
 import json
 import os
 import stat
-import sqlite3
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -43,9 +43,9 @@ import regex as re
 
 from . import __version__
 from .redaction import Redactor
+from .triagedb import DB_SCHEMA, DatabaseError, TriageDB, open_db  # noqa: F401 - the database part
 
 SCHEMA = "crashlens.triage/1"
-DB_SCHEMA = "crashlens.triage-db/1"
 HASH_FULL_BELOW = 64 << 20  # files above: size + first and last HASH_EDGE bytes
 HASH_EDGE = 4 << 20
 TIME_SCAN = 256 << 10  # bytes read from the head and the tail of each log for timestamps
@@ -349,106 +349,24 @@ def _neg(s: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in s)
 
 
-# --- the database ---------------------------------------------------------------------------------
-
-DB_DDL = """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bundles (
-    path           TEXT NOT NULL,   -- absolute path of the bundle when it was analysed
-    content_hash   TEXT NOT NULL,   -- sha256 of its files (names, sizes, contents)
-    name           TEXT NOT NULL,   -- folder or archive name (run-1234)
-    signature      TEXT NOT NULL,   -- 16 hex digits (crashlens.signature)
-    signature_text TEXT NOT NULL,
-    category       TEXT NOT NULL,   -- top cause, or 'unrecognised'
-    title          TEXT,
-    confidence     REAL,
-    crash_time     TEXT,            -- 'YYYY-MM-DD HH:MM:SS': latest log timestamp, else newest mtime (UTC)
-    time_source    TEXT,            -- 'log' or 'mtime (UTC)'
-    first_analysed TEXT NOT NULL,   -- UTC, when this row was written first
-    last_analysed  TEXT NOT NULL,   -- UTC, when it was written last
-    tool_version   TEXT NOT NULL,
-    PRIMARY KEY (path, content_hash)
-);
-CREATE INDEX IF NOT EXISTS bundles_by_signature ON bundles (signature, crash_time);
-CREATE VIEW IF NOT EXISTS signatures AS
-    SELECT signature, MAX(signature_text) AS text, MAX(category) AS category, COUNT(*) AS seen,
-           MIN(crash_time) AS first_seen, MAX(crash_time) AS last_seen
-    FROM bundles GROUP BY signature;
-"""
-
-
-class DatabaseError(Exception):
-    pass
-
-
-def open_db(path: str) -> sqlite3.Connection:
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(path, timeout=30)
-        con.executescript(DB_DDL)
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None:
-            con.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (DB_SCHEMA,))
-        elif row[0] != DB_SCHEMA:
-            raise DatabaseError(f"{path}: a {row[0]} database; this crashlens writes {DB_SCHEMA}")
-        con.commit()
-        return con
-    except sqlite3.DatabaseError as exc:
-        raise DatabaseError(f"{path}: not a usable SQLite database: {exc}") from exc
-
-
-def record(con: sqlite3.Connection, bundles: Iterable[dict[str, Any]]) -> None:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    rows = [(b["path"], b["content_hash"], b["name"], b["signature"], b["signature_text"], b["category"],
-             b.get("title"), b.get("confidence"), b.get("time"), b.get("time_source"), now, now, __version__)
-            for b in bundles if b["status"] == "analysed"]
-    with con:
-        con.executemany("""
-            INSERT INTO bundles (path, content_hash, name, signature, signature_text, category, title, confidence,
-                                 crash_time, time_source, first_analysed, last_analysed, tool_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (path, content_hash) DO UPDATE SET
-                name = excluded.name, signature = excluded.signature, signature_text = excluded.signature_text,
-                category = excluded.category, title = excluded.title, confidence = excluded.confidence,
-                crash_time = excluded.crash_time, time_source = excluded.time_source,
-                last_analysed = excluded.last_analysed, tool_version = excluded.tool_version""", rows)
-
-
-def history(con: sqlite3.Connection, sig: str, current: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
-    """What the database knows of a signature: seen (bundles), first/last seen, the last bundle,
-    and how many of those bundles are not among `current` ((path, content_hash) of this run)."""
-    rows = con.execute("SELECT path, content_hash, name, crash_time FROM bundles WHERE signature = ? "
-                       "ORDER BY crash_time, last_analysed", (sig,)).fetchall()
-    cur = set(current)
-    if not rows:
-        return {"seen": 0, "before": 0, "first_seen": None, "last_seen": None, "last_bundle": None}
-    times = [r[3] for r in rows if r[3]]
-    last = rows[-1]
-    return {"seen": len(rows), "before": sum(1 for r in rows if (r[0], r[1]) not in cur),
-            "first_seen": min(times) if times else None, "last_seen": max(times) if times else None,
-            "last_bundle": last[2]}
-
-
 # --- the whole triage -----------------------------------------------------------------------------
 
 
 def triage(paths: Sequence[str | os.PathLike[str]], jobs: int | None = None, db: str | None = None,
            rules_dir: str | None = None) -> Triage:
     bundles, problems = find_bundles(paths)
-    con = open_db(db) if db else None  # a bad --db is a usage error before any work
-    results = _run_pool(bundles, jobs or os.cpu_count() or 1, rules_dir) if bundles else []
-    groups = group(results)
-    if con is not None:
-        try:
-            record(con, results)
+    store: TriageDB | None = open_db(db) if db else None  # a bad --db is a usage error before any work
+    try:
+        results = _run_pool(bundles, jobs or os.cpu_count() or 1, rules_dir) if bundles else []
+        groups = group(results)
+        if store is not None:
+            store.record(results)
             for g in groups:
-                g.history = history(con, g.signature, [(b["path"], b["content_hash"]) for b in g.bundles])
-        finally:
-            con.close()
-    return Triage(results, groups, problems, db)
+                g.history = store.history(g.signature, [(b["path"], b["content_hash"]) for b in g.bundles])
+    finally:
+        if store is not None:
+            store.close()
+    return Triage(results, groups, problems, store.name if store is not None else None)
 
 
 def history_line(h: dict[str, Any]) -> str:
