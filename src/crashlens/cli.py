@@ -420,7 +420,11 @@ def run(out: Path | None, off: tuple[str, ...], interval: float, quiet: bool, co
     ex = result.exit
     failed = ex.status != 0
     if not quiet:
-        _report_run(result, failed)
+        try:
+            _report_run(result, failed)
+        except Exception as exc:   # noqa: BLE001 - the job's exit status must come through whatever happens
+            click.echo(f"crashlens run: the analysis failed ({type(exc).__name__}: {exc}); "
+                       f"the bundle is in {result.bundle}", err=True)
     exit_like(ex)
 
 

@@ -279,6 +279,14 @@ def _read(data: bytes, core: GpuCore, locate: bool) -> None:
         raise ValueError(f"only {len(data)} bytes: the ELF header is cut")
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if (shnum == 0 or shstrndx == 0xFFFF) and shoff and shentsize >= 64 and shoff + 64 <= len(data):
+        # ELF extended section numbering (a large process's dump has more than 65,279 sections):
+        # e_shnum 0 and e_shstrndx SHN_XINDEX, the real values in section 0's sh_size and sh_link
+        size0, link0 = struct.unpack_from("<QI", data, shoff + 0x20)
+        if shnum == 0:
+            shnum = size0
+        if shstrndx == 0xFFFF:
+            shstrndx = link0
     core.sections = shnum
     end = shoff + shentsize * shnum
     if shentsize < 64 or end > len(data):

@@ -138,7 +138,7 @@ def parse_run_samples(data: bytes, source: str) -> list[Evidence]:
         if kind == "gpu-memory" and full:   # the fact nvidia-smi's table gives (parsers/environment)
             out.append(Evidence(EvidenceKind.ENV, f"gpu_memory_full: True ({text})", Loc(source, 0),
                                 facts={"key": "gpu_memory_full", "value": True}))
-    if "oom_kill" in counters and not any(e.facts["resource"] == "cgroup-memory" for e in out):
+    if "oom_kill" in counters and not any(e.facts.get("resource") == "cgroup-memory" for e in out):
         # a cgroup without a limit still counts its OOM kills (the host's OOM killer inside it)
         facts = {"resource": "cgroup-memory", "name": "", "full": False, **counters,
                  "oom_killed": bool(counters.get("oom_kill")),
