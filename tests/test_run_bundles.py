@@ -46,3 +46,39 @@ def test_the_shm_bundle_says_how_small_shm_was():
     a = analyze_paths([BUNDLES / "shm"])
     (res,) = [e for e in a.causes[0].evidence if e.kind == "resource"]
     assert res.facts["small"] is True and res.facts["total"] == 8 << 20
+
+
+GPU_BUNDLES = BUNDLES.parent / "run-bundles-gpu"
+GPU_EXPECTED = {"device-assert": "device-side-assert", "illegal-address": "gpu-illegal-memory-access",
+                "cublas-full": "gpu-oom"}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_EXPECTED))
+def test_gpu_bundle_names_its_cause(name):
+    a = analyze_paths([GPU_BUNDLES / name])
+    assert a.causes and a.causes[0].category == GPU_EXPECTED[name], [c.category for c in a.causes[:3]]
+
+
+def test_a_full_gpu_explains_the_cublas_status():
+    a = analyze_paths([GPU_BUNDLES / "cublas-full"])
+    top = a.causes[0]
+    assert "library-status-with-memory-full" in (top.rule, *top.other_rules)
+    gpu = [e for e in top.evidence if e.kind in ("env", "resource")]
+    assert gpu and "GPU 0 memory" in gpu[0].text
+
+
+def test_a_gpu_core_dump_with_extended_section_numbering_is_read():
+    import lzma
+    import struct
+
+    from crashlens.binary.cudacore import read_gpu_core
+
+    data = lzma.decompress((BUNDLES.parent / "gpu-cores" / "extended" / "triton_oob.nvcudmp.xz").read_bytes())
+    assert struct.unpack_from("<HH", data, 0x3C) == (0, 0xFFFF)          # e_shnum 0, e_shstrndx SHN_XINDEX
+    core = read_gpu_core(data)
+    assert core.sections == 399_178
+    assert core.devices and core.faults, core.notes
+    assert "no device table" not in " ".join(core.notes)
+    a = analyze_paths([BUNDLES.parent / "gpu-cores" / "extended" / "triton_oob.nvcudmp.xz"])
+    assert a.gpu_crash is not None
+    assert a.gpu_crash.get("kernel") == "scale_kernel" and a.gpu_crash.get("line") == 12

@@ -473,7 +473,7 @@ class Match:
     rule: str
     evidence: Evidence
     captures: Mapping[str, str] = field(default_factory=dict)
-    role: str = "trigger"  # trigger | support
+    role: str = "trigger"  # trigger | support | requires
     condition: int = 0  # index of the condition in the rule (earlier = more telling)
 
 

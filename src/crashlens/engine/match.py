@@ -30,6 +30,7 @@ class Firing:
     supports: tuple[Match, ...]
     captures: dict[str, str]
     more: int = 0  # triggers and supports found beyond MAX_MATCHES per condition, not kept
+    requirements: tuple[Match, ...] = ()  # what satisfied the rule's `requires` (shown as evidence too)
 
 
 @dataclass
@@ -191,7 +192,8 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
                 triggers.append(Match(rule.id, e, caps, "trigger", ci))
         if not triggers:
             continue
-        if any(not _holds(rule, "requires", ci, c, hits, ev) for ci, c in enumerate(rule.requires)):
+        required = [_holds(rule, "requires", ci, c, hits, ev) for ci, c in enumerate(rule.requires)]
+        if any(not r for r in required):
             continue
         if any(_holds(rule, "absent", ci, c, hits, ev) for ci, c in enumerate(rule.absent)):
             continue
@@ -207,7 +209,9 @@ def evaluate(rules: RuleBase, ev: EvidenceSet) -> list[Firing]:
             for k, v in t.captures.items():
                 if v and k not in captures:
                     captures[k] = v
-        firings.append(Firing(rule, tuple(triggers), tuple(supports), captures, more[0]))
+        requirements = tuple(Match(rule.id, e, caps, "requires", ci) for ci, got in enumerate(required)
+                             for e, caps in got[:3])
+        firings.append(Firing(rule, tuple(triggers), tuple(supports), captures, more[0], requirements))
     return firings
 
 

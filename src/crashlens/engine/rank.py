@@ -270,11 +270,12 @@ def _with_reason(cause: Cause, why: str) -> Cause:
 
 
 def _evidence_of(group: Sequence[_Scored]) -> list[Evidence]:
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int, str]] = set()
     out: list[Evidence] = []
     for s in group:
-        for m in (*s.firing.triggers, *s.firing.supports):
-            key = (m.evidence.loc.source, m.evidence.loc.line)  # a line once, whatever parsed it
+        for m in (*s.firing.triggers, *s.firing.supports, *s.firing.requirements):
+            # a line once, whatever parsed it; records of a whole file (line 0) by their text
+            key = (m.evidence.loc.source, m.evidence.loc.line, m.evidence.text if not m.evidence.loc.line else "")
             if key in seen:
                 continue
             seen.add(key)
