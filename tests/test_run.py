@@ -166,3 +166,68 @@ def test_a_core_of_the_job_is_kept_in_the_bundle(tmp_path):
     analysis = json.loads((out / "analysis.json").read_text())
     assert analysis["causes"][0]["category"] == "native-segfault"
     assert any("core" in (e.get("text") or "") for e in analysis["causes"][0]["evidence"])
+
+
+def _drive(argv: list[str], env: dict, send: list[tuple[str, bytes]] = (), timeout: float = 60) -> tuple[int, bytes]:
+    """Run argv on a new terminal; when the output holds a marker, type the bytes given for it."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(argv[0], argv, env)
+    got, todo = b"", list(send)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        while todo and todo[0][0].encode() in got:
+            os.write(fd, todo.pop(0)[1])
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), got
+
+
+def test_ctrl_c_on_the_terminal_reaches_the_job_as_with_the_bare_command(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    code, got = _drive([sys.executable, "-m", "crashlens", "--no-color", "run", "-o", str(tmp_path / "b"), "--",
+                        sys.executable, str(job)], env, send=[("ready", b"\x03")])
+    assert code == 130 or code == -signal.SIGINT, got        # KeyboardInterrupt's status, as the bare job's
+    assert b"KeyboardInterrupt" in got
+    m = manifest(tmp_path / "b")
+    assert m["received_signals"] == []                       # the terminal sent it to the job, not to crashlens
+
+
+def test_a_stop_signal_takes_the_jobs_python_stacks_first(tmp_path):
+    import shutil as sh
+
+    tool = sh.which("pystack") or sh.which("pystack", path=os.path.dirname(sys.executable))
+    if tool is None:
+        pytest.skip("pystack is not installed (crashlens[python])")
+    probe = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        ok = subprocess.run([tool, "remote", str(probe.pid)], capture_output=True, text=True, timeout=60)
+    finally:
+        probe.kill()
+        probe.wait()
+    if ok.returncode != 0:
+        pytest.skip(f"pystack cannot read a live process here: {ok.stderr.strip()[:200]}")
+    job = tmp_path / "job.py"
+    job.write_text("import time\ndef train_step():\n    time.sleep(60)\nprint('ready', flush=True)\ntrain_step()\n")
+    out = tmp_path / "bundle"
+    p = subprocess.Popen([*CL, "--no-color", "run", "-o", str(out), "--", sys.executable, str(job)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    p.send_signal(signal.SIGUSR1)
+    p.communicate(timeout=120)
+    m = manifest(out)
+    stacks = [f for f in m["files"] if f.startswith("stacks-")]
+    assert stacks, m["stopped_from_outside"]
+    assert "train_step" in (out / stacks[0]).read_text()
+    assert m["stopped_from_outside"][0]["signal"] == "SIGUSR1"

@@ -176,7 +176,10 @@ def _keep_core(core: Path, bundle: Path, notes: list[str]) -> dict[str, str]:
 def _grace_stacks(pgid: int, bundle: Path, files: dict[str, str]) -> str:
     """Python stacks of the job's processes in the scheduler's grace time, through pystack when it
     is installed (it reads a live process without stopping it for long)."""
-    tool = shutil.which("pystack")
+    import sys
+
+    # on PATH, or beside this interpreter (crashlens installed with its [python] extra in a venv)
+    tool = shutil.which("pystack") or shutil.which("pystack", path=os.path.dirname(sys.executable))
     if tool is None:
         return "pystack not installed: no live stacks (faulthandler prints them only on a fatal signal)"
     t0 = time.monotonic()
