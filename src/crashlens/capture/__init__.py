@@ -95,15 +95,18 @@ def run_command(argv: Sequence[str], out: Path | None = None, off: Sequence[str]
     sample_stats = sampler.stop() if sampler is not None else {}
     if sampler is not None:
         files["samples.jsonl"] = "memory, cgroup, file-system and GPU figures sampled while the job ran"
-    (bundle / "env.txt").write_text(environment(list(argv)), encoding="utf-8")
-    files["env.txt"] = "versions, CPU flags, limits and nvidia-smi at the end"
-    klog, note = kernel_lines(up0)
+    env_text = _safe(notes, "the environment snapshot", lambda: environment(list(argv)), "")
+    if env_text:
+        (bundle / "env.txt").write_text(env_text, encoding="utf-8")
+        files["env.txt"] = "versions, CPU flags, limits and nvidia-smi at the end"
+    klog, note = _safe(notes, "the kernel log", lambda: kernel_lines(up0), ("", ""))
     if klog:
         (bundle / "kernel.log").write_text(klog, encoding="utf-8")
         files["kernel.log"] = "the kernel log since the job started"
     elif note:
         notes.append(note)
-    cores, note = find_cores(armed.core_pattern, cwd, cores_before) if _core_on(armed) else ([], "")
+    cores, note = _safe(notes, "the core search", lambda: find_cores(armed.core_pattern, cwd, cores_before),
+                        ([], "")) if _core_on(armed) else ([], "")
     if note and (ex.core_dumped or ex.signal in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT)):
         notes.append(note)
     for core in cores:
@@ -133,6 +136,15 @@ def run_command(argv: Sequence[str], out: Path | None = None, off: Sequence[str]
     }
     (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return Run(ex, bundle, manifest)
+
+
+def _safe(notes: list[str], what: str, fn, default):
+    """One step of the end's snapshot; a failure is a note in the manifest, never a lost bundle."""
+    try:
+        return fn()
+    except Exception as exc:   # noqa: BLE001 - whatever happens, the manifest is written
+        notes.append(f"{what} failed: {type(exc).__name__}: {exc}")
+        return default
 
 
 def _core_on(armed: Armed) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 MAX_OPEN_LINE = 64 << 10
 TAIL_BYTES = 8 << 20
+MAX_REDACT = 256 << 20   # a log up to this size is redacted when the job ends (about 9 µs a line)
 
 
 class Console:
@@ -79,4 +80,30 @@ class Console:
         if self.dropped:
             (self.folder / "console.tail.log").write_bytes(b"".join(self.tail))
             out.update(dropped_lines=self.dropped, tail="console.tail.log")
+        try:
+            out.update(self._redact())
+        except (OSError, ValueError) as exc:     # the bundle keeps the log as written
+            out.update(redacted=False, redaction_note=f"not redacted: {exc}")
         return out
+
+    def _redact(self) -> dict[str, object]:
+        """Secrets the job printed (tokens, keys, credentials in URLs…) replaced in the bundle's
+        copy, line for line, before the bundle is shared: the terminal saw them, the bundle does not
+        keep them. The line count stays, so console.times still matches."""
+        from ..redaction import Redactor
+
+        if self.written > MAX_REDACT:
+            return {"redacted": False, "redaction_note": f"over {MAX_REDACT >> 20} MiB: not redacted"}
+        red = Redactor()
+        names = ["console.log", "console.tail.log"] if self.dropped else ["console.log"]
+        for name in names:
+            src = self.folder / name
+            tmp = self.folder / (name + ".tmp")
+            with open(src, "rb") as f, open(tmp, "wb") as g:
+                for raw in f:
+                    text = raw.decode("utf-8", "surrogateescape")
+                    body, nl = (text[:-1], "\n") if text.endswith("\n") else (text, "")
+                    g.write((red(body) + nl).encode("utf-8", "surrogateescape"))
+            tmp.replace(src)
+        counts = red.counts
+        return {"redacted": True, "redacted_items": counts} if counts else {"redacted": True}
