@@ -116,6 +116,13 @@ def launch(argv: Sequence[str], env: dict[str, str], console: Callable[[str, byt
     old_handlers = {s: signal.signal(s, remember) for s in FORWARDED}
     if use_pty:
         old_handlers[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, remember)
+    # every signal (the child's end included) wakes the loop at once through this pipe, so the
+    # loop can sleep long between output chunks instead of polling
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    old_handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda _s, _f: None)
     fds: dict[int, str] = {}
     out_of: dict[str, int] = {"tty": 1, "stdout": 1, "stderr": 2}
     echo = {1: True, 2: True}
@@ -146,11 +153,19 @@ def launch(argv: Sequence[str], env: dict[str, str], console: Callable[[str, byt
         for fd in fds:
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ)
+        sel.register(wake_r, selectors.EVENT_READ)
         ended_at: float | None = None
         next_poll = time.monotonic() + poll_every
         while fds:
-            for key, _ in sel.select(timeout=0.1):
+            for key, _ in sel.select(timeout=0.1 if ended_at is not None else min(poll_every, 1.0)):
                 fd = key.fd
+                if fd == wake_r:
+                    try:
+                        while os.read(wake_r, 512):
+                            pass
+                    except OSError:
+                        pass
+                    continue
                 try:
                     chunk = os.read(fd, 65536)
                 except BlockingIOError:
@@ -213,8 +228,14 @@ def launch(argv: Sequence[str], env: dict[str, str], console: Callable[[str, byt
             proc.stderr.close()
     finally:
         term.give(os.getpgrp())
+        signal.set_wakeup_fd(old_wakeup)
         for s, h in old_handlers.items():
             signal.signal(s, h)
+        for fd in (wake_r, wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     ex.duration = round(time.monotonic() - t0, 3)
     return ex
 
