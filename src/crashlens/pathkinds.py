@@ -21,10 +21,14 @@ LIBRARY_PATH = re.compile(
     r"/opt/conda/lib/|\\Lib\\|(?i:[\\/]Python\d*[\\/]lib[\\/])|importlib/_bootstrap|/torch/|^<string>$|<decorator-gen|<__array_function__|"
     # generated code (joblib/loky's "<dynamic-code>", makefun)
     r"^<dynamic-code>$|^<makefun-gen|"
-    # a library's source tree inside the user's checkout (a cloned or vendored copy: ".../pytorch-image-
-    # models/timm/models/_factory.py", ".../mmdetection/mmdet/models/builder.py"): the library's code
-    r"[\\/](?:timm|mmdet|mmcv|mmengine|mmseg|mmdet3d|detectron2|transformers|diffusers|torchvision)[\\/]"
-    r"(?!tools|scripts|examples|demo|projects|configs|tests)\w+[\\/]|"
+    # a checkout of a library's own repository (".../pytorch-image-models/timm/models/_factory.py",
+    # ".../mmdetection-master/mmdet/models/builder.py"): the library's code, outside its tools and
+    # examples; a project that forked the package under its own name (".../rankSortLoss-main/mmdet/")
+    # is the project's code
+    r"(?i:[\\/](?:pytorch-image-models|timm)(?:-main|-master)?[\\/]timm[\\/]|"
+    r"[\\/]mmdetection(?:-main|-master)?[\\/]mmdet[\\/]|[\\/]mmdetection3d(?:-main|-master)?[\\/]mmdet3d[\\/]|"
+    r"[\\/]mmsegmentation(?:-main|-master)?[\\/]mmseg[\\/]|[\\/](mmcv|mmengine|detectron2|transformers|diffusers)"
+    r"(?:-main|-master)?[\\/]\1[\\/])(?!tools|scripts|examples|demo|projects|configs|tests)\w+[\\/]|"
     # Cython sources of a compiled package (cupy_backends/cuda/api/runtime.pyx): relative paths, never the job's
     r"\.py[xi]$|\.px[di]$)"
 )
