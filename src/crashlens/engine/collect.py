@@ -89,9 +89,13 @@ def read_text_input(inp: InputFile, anchors: Sequence[re.Pattern[str]], full_bel
 def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: int = FULL_BELOW) -> Collected:
     out = Collected()
     keep = rule_anchors(rules)
+    dumps: list = []
     for inp in inputs:
         if inp.kind == "text":
             role, why = _role(inp)
+            if role == "flight-recorder":
+                _read_dump(inp, out, dumps)
+                continue
             if role in ("run-manifest", "run-samples"):
                 _read_run_record(inp, role, why, out)
                 continue
@@ -126,12 +130,50 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
                 out.notes.append(f"{inp.name}: ELF inside an archive; extract it to inspect it")
         elif inp.kind == "empty":
             out.notes.append(f"{inp.name}: empty file, skipped")
+        elif inp.kind == "binary" and not inp.note and _is_pickle(inp):
+            _read_dump(inp, out, dumps)
         elif inp.kind == "binary" and not inp.note:  # with a note: inputs already said why
             out.notes.append(f"{inp.name}: binary data that is neither text nor ELF, skipped")
         elif inp.kind == "unreadable":
             out.notes.append(f"{inp.name}: {inp.note or 'could not be read'}")
+    if dumps:
+        from ..parsers.flightrecorder import compare
+
+        out.items.extend(compare(dumps))
     out.notes = summarise_notes(out.notes)
     return out
+
+
+def _is_pickle(inp: InputFile) -> bool:
+    from ..parsers.flightrecorder import is_pickle
+
+    try:
+        with inp.open() as stream:
+            return is_pickle(stream.read(2))
+    except OSError:
+        return False
+
+
+def _read_dump(inp: InputFile, out: Collected, dumps: list) -> None:
+    """A Flight Recorder dump (a pickle of plain data, or its JSON form), read without running
+    anything; the dumps of all ranks are compared once every input is read."""
+    from ..inputs.streams import read_prefix
+    from ..parsers.flightrecorder import MAX_DUMP_BYTES, DumpError, read_dump
+
+    try:
+        with inp.open() as stream:
+            data = read_prefix(stream, MAX_DUMP_BYTES + 1)
+    except OSError as exc:
+        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return
+    try:
+        dump = read_dump(data, inp.name)
+    except DumpError as exc:
+        out.notes.append(f"{inp.name}: a pickle or JSON file that was not read as a Flight Recorder dump: {exc}")
+        return
+    dumps.append(dump)
+    out.notes.append(f"{inp.name}: read as the NCCL Flight Recorder dump of rank {dump.rank} "
+                     f"({len(dump.entries)} collectives, format {dump.version or '?'})")
 
 
 def _read_run_record(inp: InputFile, role: str, why: str, out: Collected) -> None:

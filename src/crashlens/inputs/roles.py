@@ -30,6 +30,8 @@ def text_role(name: str, head: bytes) -> tuple[str, str]:
     r = _roles()
     base = PurePosixPath(name.replace("\\", "/").rsplit("!", 1)[-1]).name
     ext = PurePosixPath(base).suffix.lower()
+    if head.lstrip()[:1] == b"{" and all(k.encode() in head for k in r["flight_recorder_when"]):
+        return "flight-recorder", "an NCCL Flight Recorder dump (JSON)"
     if r["run_manifest_when"].encode() in head:
         return "run-manifest", "the manifest of a crashlens run bundle: the run's exit and armed switches"
     if base in r["run_samples_names"] and head.lstrip()[:5] == b'{"t":':
