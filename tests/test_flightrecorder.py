@@ -77,10 +77,15 @@ def test_nothing_in_a_pickle_is_executed(tmp_path):
 
 def test_shared_references_and_sizes_are_bounded():
     node = [0]
-    for _ in range(40):                             # 2**40 nodes when walked, 40 lists on disk
+    for _ in range(40):                             # 2**40 values if walked whole; 40 lists on disk
         node = [node, node]
-    with pytest.raises(DumpError, match="values"):
-        read_dump(pickle.dumps({"entries": node}), "nccl_trace_rank_0")
+    entry = {"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "state": "completed",
+             "input_sizes": node, "frames": node, "input_dtypes": node}
+    got = read_dump(pickle.dumps({"entries": [entry, entry], "pg_status": {"0": {}}}), "nccl_trace_rank_0")
+    assert len(got.entries) == 2 and len(got.entries[0].input_sizes) <= 64   # read within bounds, not walked
+    many = pickle.dumps({"entries": [entry] * 2_000_001})
+    with pytest.raises(DumpError, match="entries"):
+        read_dump(many, "nccl_trace_rank_0")
     with pytest.raises(DumpError, match="larger than"):
         load_dump(b"\x80\x04" + b"\0" * (65 << 20))
 

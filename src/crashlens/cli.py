@@ -167,7 +167,7 @@ def analyze(inputs: tuple[str, ...], as_json: bool, as_markdown: bool, top: int,
     except CrashlensError as exc:
         _fail(exc)
         return
-    if not any(i.kind in ("text", "elf", "elf-core") for i in result.inputs):
+    if not result.causes and not any(i.kind in ("text", "elf", "elf-core") for i in result.inputs):
         for n in _unique_notes(result.notes, result.inputs):
             click.echo(f"crashlens: {n}", err=True)
         click.echo("crashlens: error: none of the inputs could be read as a log, dmesg, core or library", err=True)
@@ -502,7 +502,7 @@ def report(inputs: tuple[str, ...], template: Path | None, output: Path | None, 
         flags = frozenset(_cpu_flags(cpu_flags)) if cpu_flags else None
         a = analyze_paths(list(inputs), Options(rules_dir=rules_dir, lib_paths=lib_paths, sysroot=sysroot, gpu=gpu,
                                                 cpu_flags=flags))
-        if not any(i.kind in ("text", "elf", "elf-core") for i in a.inputs):
+        if not a.causes and not any(i.kind in ("text", "elf", "elf-core") for i in a.inputs):
             raise InputError("none of the inputs could be read as a log, dmesg, core or library"
                              + (f" ({a.notes[0]})" if a.notes else ""))
         result, found = make_report(a, signature(a), opts), bool(a.causes)

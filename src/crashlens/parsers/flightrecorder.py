@@ -7,8 +7,8 @@
 A dump (TORCH_NCCL_DEBUG_INFO_TEMP_FILE / TORCH_FR_DUMP_TEMP_FILE + the rank, e.g.
 `nccl_trace_rank_3`) is a pickle of plain containers, or JSON. It is read by an unpickler that
 admits no global at all (so no class, function or reducer can run; `persistent_load` refused)
-after a size check; the plain data it gives is then walked with a bound on the number of nodes
-(a pickle can share one list many times). Fields (torch/csrc/distributed/c10d FlightRecorder,
+after a size check; only the fields used are then read, each bounded (a pickle can share one
+list many times, so nothing is walked whole). Fields (torch/csrc/distributed/c10d FlightRecorder,
 version 2.x): version, pg_config {pg: {name, desc, ranks}}, pg_status {pg: {last_enqueued_collective,
 last_started_collective, last_completed_collective}}, entries [{pg_id, process_group, collective_seq_id,
 p2p_seq_id, op_id, profiling_name, state (scheduled|started|completed), input_sizes, input_dtypes,
@@ -28,13 +28,14 @@ import json
 import pickle
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 
 from ..model import Evidence, EvidenceKind, Frame, Loc
 from ..pathkinds import frame_kind
 
 MAX_DUMP_BYTES = 64 << 20
-MAX_NODES = 2_000_000          # containers and scalars walked in one dump
+MAX_NODES = 2_000_000          # entries read of one dump
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.\w+)?$")
 
 
@@ -66,20 +67,24 @@ def load_dump(data: bytes) -> Any:
         raise DumpError(str(exc) or type(exc).__name__) from None
 
 
-def _plain(obj: Any, budget: list[int]) -> Any:
-    """The data with tuples as lists and every key a string, within a node budget."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise DumpError(f"more than {MAX_NODES:,} values (a pickle that repeats shared data)")
-    if isinstance(obj, dict):
-        return {str(k): _plain(v, budget) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v, budget) for v in obj]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    if isinstance(obj, (bytes, bytearray)):
-        return bytes(obj[:256]).decode("utf-8", "replace")
-    raise DumpError(f"unexpected value of type {type(obj).__name__}")
+MAX_FRAMES, MAX_TENSORS, MAX_DIMS = 64, 64, 16   # per entry: what is read of its stack and tensor lists
+
+
+def _str(v: Any, limit: int = 4096) -> str:
+    if isinstance(v, str):
+        return v[:limit]
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v[:limit]).decode("utf-8", "replace")
+    return "" if v is None else str(v)[:limit] if isinstance(v, (int, float, bool)) else ""
+
+
+def _list(v: Any, limit: int) -> list:
+    return list(v[:limit]) if isinstance(v, (list, tuple)) else []
+
+
+@lru_cache(maxsize=4096)
+def _kind(path: str) -> str:
+    return frame_kind(path)
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,15 @@ class FrEntry:
     state: str
     input_sizes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[str, ...]
-    frames: tuple[Frame, ...]  # outermost first
+    stack: tuple[tuple[str, str, int | None], ...]  # (function, file, line), outermost first
     time_created_ns: int | None
     timeout_ms: int | None
     is_p2p: bool
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """The stack as Frames (made when asked: a dump holds thousands of entries)."""
+        return tuple(Frame(_kind(f), fn, f, line) for fn, f, line in self.stack)
 
 
 @dataclass(frozen=True)
@@ -118,38 +128,44 @@ def _int(v: Any) -> int | None:
 
 def _ranks(v: Any) -> tuple[int, ...]:
     if isinstance(v, str):
-        return tuple(int(x) for x in re.findall(r"\d+", v))
-    if isinstance(v, list):
-        return tuple(r for r in (_int(x) for x in v) if r is not None)
+        return tuple(int(x) for x in re.findall(r"\d+", v[:1 << 20]))
+    if isinstance(v, (list, tuple)):
+        return tuple(r for r in (_int(x) for x in v[:1 << 20]) if r is not None)
     return ()
 
 
 def read_dump(data: bytes, source: str) -> RankDump:
-    doc = _plain(load_dump(data), [MAX_NODES])
-    if not isinstance(doc, dict) or "entries" not in doc:
+    """Only the fields used are read, each bounded (a pickle can repeat one shared list many times:
+    nothing is walked beyond MAX_NODES entries, MAX_FRAMES frames, MAX_TENSORS tensors)."""
+    doc = load_dump(data)
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), (list, tuple)):
         raise DumpError("no 'entries': not a Flight Recorder dump")
+    if len(doc["entries"]) > MAX_NODES:
+        raise DumpError(f"{len(doc['entries']):,} entries: more than the {MAX_NODES:,} values read of a dump")
     m = _RANK_IN_NAME.search(source.rsplit("/", 1)[-1])
     rank = _int(doc.get("rank")) if doc.get("rank") is not None else (int(m.group(1)) if m else None)
     pg_ranks, pg_names = {}, {}
-    for pg, cfg in (doc.get("pg_config") or {}).items():
+    cfgs = doc.get("pg_config")
+    for pg, cfg in (list(cfgs.items())[:4096] if isinstance(cfgs, dict) else []):
         if isinstance(cfg, dict):
-            pg_ranks[pg] = _ranks(cfg.get("ranks"))
-            pg_names[pg] = str(cfg.get("desc") or cfg.get("name") or pg)
-    status = {pg: {k: int(v) for k, v in st.items() if _int(v) is not None}
-              for pg, st in (doc.get("pg_status") or {}).items() if isinstance(st, dict)}
+            pg_ranks[_str(pg)] = _ranks(cfg.get("ranks"))
+            pg_names[_str(pg)] = _str(cfg.get("desc") or cfg.get("name") or pg)
+    sts = doc.get("pg_status")
+    status = {_str(pg): {_str(k): int(v) for k, v in list(st.items())[:16] if _int(v) is not None}
+              for pg, st in (list(sts.items())[:4096] if isinstance(sts, dict) else []) if isinstance(st, dict)}
     entries = []
-    for e in doc.get("entries") or []:
+    for e in doc["entries"]:
         if not isinstance(e, dict):
             continue
         pg = e.get("process_group")
-        pg_key = str(pg[0]) if isinstance(pg, list) and pg else str(e.get("pg_id", "0"))
-        frames = tuple(Frame(frame_kind(str(f.get("filename") or "")), str(f.get("name") or ""), str(f.get("filename") or ""),
-                             _int(f.get("line"))) for f in reversed(e.get("frames") or []) if isinstance(f, dict))
+        pg_key = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else _str(e.get("pg_id", "0"))
+        stack = tuple((_str(f.get("name")), _str(f.get("filename")), _int(f.get("line")))
+                      for f in reversed(_list(e.get("frames"), MAX_FRAMES)) if isinstance(f, dict))
         entries.append(FrEntry(
             pg=pg_key, seq=_int(e.get("collective_seq_id")) if not e.get("is_p2p") else None, p2p_seq=_int(e.get("p2p_seq_id")),
-            op=str(e.get("profiling_name") or ""), state=str(e.get("state") or ""),
-            input_sizes=tuple(tuple(_int(x) or 0 for x in s) for s in (e.get("input_sizes") or []) if isinstance(s, list)),
-            input_dtypes=tuple(str(x) for x in e.get("input_dtypes") or []), frames=frames,
+            op=_str(e.get("profiling_name")), state=_str(e.get("state")),
+            input_sizes=tuple(tuple(_int(x) or 0 for x in _list(t, MAX_DIMS)) for t in _list(e.get("input_sizes"), MAX_TENSORS)),
+            input_dtypes=tuple(_str(x, 64) for x in _list(e.get("input_dtypes"), MAX_TENSORS)), stack=stack,
             time_created_ns=_int(e.get("time_created_ns")), timeout_ms=_int(e.get("timeout_ms")), is_p2p=bool(e.get("is_p2p"))))
     return RankDump(rank, source, str(doc.get("version") or ""), pg_ranks, pg_names, status, tuple(entries))
 
@@ -169,10 +185,24 @@ def _odd_ones(groups: dict[tuple, list[int]], per: dict[int, dict[int, FrEntry]]
     return changed if changed and len(changed) < sum(sizes) else []
 
 
+def span(ranks: Iterable[int]) -> str:
+    """0, 1, 2, 3, 7 -> "0-3, 7": many ranks read as ranges."""
+    out: list[str] = []
+    for r in sorted(set(ranks)):
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == r - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        elif out and "-" not in out[-1] and int(out[-1]) == r - 1:
+            out[-1] = f"{out[-1]}-{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out)
+
+
 def _where(e: FrEntry | None) -> str:
     if e is None:
         return "no collective recorded"
-    user = next((f for f in reversed(e.frames) if f.kind == "user"), e.frames[-1] if e.frames else None)
+    frames = e.frames
+    user = next((f for f in reversed(frames) if f.kind == "user"), frames[-1] if frames else None)
     at = f" at {user.function} ({user.file.rsplit('/', 1)[-1]}:{user.line})" if user else ""
     return f"{e.op.split(':')[-1]} #{e.seq}{at}"
 
@@ -236,14 +266,14 @@ def compare(dumps: Iterable[RankDump]) -> list[Evidence]:
             if done.get(culprit) is not None:
                 facts["last_completed"] = done[culprit]
             text = (f"Flight Recorder, process group {name}: rank(s) {facts['suspect_ranks']} never joined {op} #{seq} "
-                    f"that rank(s) {', '.join(map(str, sorted(present)))} entered; rank {culprit}'s last collective: "
+                    f"that rank(s) {span(present)} entered; rank {culprit}'s last collective: "
                     f"{facts['culprit_last']} — it was elsewhere (data loading, a long step, a hang or a crash)")
             frames = e.frames if e is not None else ()
         else:
             groups: dict[tuple, list[int]] = {}
             for r, e in present.items():
                 groups.setdefault((e.op, e.input_sizes, e.input_dtypes), []).append(r)
-            parts = [f"rank(s) {', '.join(map(str, rs))}: {k[0].split(':')[-1]} sizes {list(map(list, k[1]))} {', '.join(k[2])}"
+            parts = [f"rank(s) {span(rs)}: {k[0].split(':')[-1]} sizes {list(map(list, k[1]))} {', '.join(k[2])}"
                      for k, rs in sorted(groups.items(), key=lambda kv: kv[1])]
             ops = {k[0] for k in groups}
             what = "op" if len(ops) > 1 else ("dtypes" if len({k[2] for k in groups}) > 1 and len({k[1] for k in groups}) == 1
