@@ -76,3 +76,26 @@ def test_torchelastic_error_files_are_read_as_their_rank_tracebacks():
     # and beside the console log of the same run, the same answer
     b = analyze_paths([d])
     assert b.causes[0].category == "python-exception" and b.primary_error.rank == 1
+
+
+def test_torchelastic_error_files_are_read_in_the_order_their_processes_failed(tmp_path):
+    """The real error files of fixtures/torchelastic, with rank 1's failure made to come later:
+    the earliest error file is read first and named first."""
+    import json
+    import shutil
+
+    from crashlens.pipeline import analyze_paths
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "torchelastic" / "attempt_0"
+    for r in (0, 1):
+        (tmp_path / "attempt_0" / str(r)).mkdir(parents=True)
+        doc = json.loads((src / str(r) / "error.json").read_text())
+        if r == 0:
+            doc["message"]["extraInfo"]["timestamp"] = str(int(doc["message"]["extraInfo"]["timestamp"]) - 30)
+        (tmp_path / "attempt_0" / str(r) / "error.json").write_text(json.dumps(doc))
+    a = analyze_paths([tmp_path])
+    order = next(n for n in a.notes if n.startswith("torchelastic error files in the order"))
+    assert order.index("attempt_0/0/error.json") < order.index("attempt_0/1/error.json")
+    shutil.rmtree(tmp_path / "attempt_0" / "0")
+    b = analyze_paths([tmp_path])
+    assert not any(n.startswith("torchelastic error files in the order") for n in b.notes)

@@ -90,7 +90,7 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
     out = Collected()
     keep = rule_anchors(rules)
     dumps: list = []
-    for inp in inputs:
+    for inp in _error_files_in_time_order(list(inputs), out):
         if inp.kind == "text":
             role, why = _role(inp)
             if role == "flight-recorder":
@@ -142,6 +142,36 @@ def collect_evidence(inputs: Iterable[InputFile], rules: RuleBase, full_below: i
         out.items.extend(compare(dumps))
     out.notes = summarise_notes(out.notes)
     return out
+
+
+def _error_files_in_time_order(inputs: list[InputFile], out: Collected) -> list[InputFile]:
+    """torchelastic error files of several ranks in the order their processes failed (their
+    timestamps; ties keep the given order), in the places they had among the inputs: the first
+    failure is read first, so it is the one the primary error names."""
+    from ..inputs.errorfile import MAX_ERROR_FILE_BYTES, error_file_time
+    from ..inputs.streams import read_prefix
+
+    slots: list[int] = []
+    timed: list[tuple[float, int, InputFile]] = []
+    for i, inp in enumerate(inputs):
+        if inp.kind != "text" or _role(inp)[0] != "elastic-error":
+            continue
+        try:
+            with inp.open() as stream:
+                when = error_file_time(read_prefix(stream, MAX_ERROR_FILE_BYTES + 1))
+        except OSError:
+            when = None
+        slots.append(i)
+        timed.append((when if when is not None else float("inf"), len(timed), inp))
+    if len(timed) < 2:
+        return inputs
+    ordered = sorted(timed, key=lambda t: (t[0], t[1]))
+    out.notes.append("torchelastic error files in the order their processes failed: " + ", ".join(
+        f"{inp.name} ({'no timestamp' if t == float('inf') else f'at {t:.0f}'})" for t, _i, inp in ordered))
+    result = list(inputs)
+    for slot, (_t, _i, inp) in zip(slots, ordered):
+        result[slot] = inp
+    return result
 
 
 def _is_pickle(inp: InputFile) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["elastic_error_log", "MAX_ERROR_FILE_BYTES"]
+__all__ = ["elastic_error_log", "error_file_time", "MAX_ERROR_FILE_BYTES"]
 
 MAX_ERROR_FILE_BYTES = 16 << 20
 _RANK_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\][^/\\]+$")
@@ -36,3 +36,16 @@ def elastic_error_log(data: bytes, name: str) -> str | None:
     tag = f"[rank{m.group(1)}]: " if m else ""
     head = f"{tag}[torchelastic error file{f', timestamp {when}' if when else ''}]\n"
     return head + "".join(f"{tag}{line}\n" for line in text.rstrip("\n").split("\n"))
+
+
+def error_file_time(data: bytes) -> float | None:
+    """When the failing process wrote its error file (`extraInfo.timestamp`, seconds since the
+    epoch), or None."""
+    if len(data) > MAX_ERROR_FILE_BYTES:
+        return None
+    try:
+        doc = json.loads(data.decode("utf-8", "replace"))
+        extra = doc["message"]["extraInfo"]
+        return float(extra["timestamp"])
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return None
