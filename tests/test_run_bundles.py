@@ -18,6 +18,7 @@ EXPECTED = {
     "disk": ("disk-full", "resource"),
     "timeout": ("job-terminated-externally", "outcome"),
     "torchrun": ("file-or-permission-error", None),
+    "torchrun-alive": ("python-exception", "exception"),
 }
 
 
@@ -82,3 +83,11 @@ def test_a_gpu_core_dump_with_extended_section_numbering_is_read():
     a = analyze_paths([BUNDLES.parent / "gpu-cores" / "extended" / "triton_oob.nvcudmp.xz"])
     assert a.gpu_crash is not None
     assert a.gpu_crash.get("kernel") == "scale_kernel" and a.gpu_crash.get("line") == 12
+
+
+def test_a_timeout_after_another_ranks_exception_is_its_consequence():
+    a = analyze_paths([BUNDLES / "torchrun-alive"])
+    assert a.causes[0].category == "python-exception"
+    assert a.primary_error is not None and "KeyError: 3" in a.primary_error.text
+    later = [c for c in a.causes if c.category == "collective-timeout-or-failure"]
+    assert later and later[0].secondary

@@ -35,6 +35,13 @@ SUPPORT_CAP = 0.2
 COMBINE_CAP = 0.1
 
 
+def _only_wrappers(s: "_Scored") -> bool:
+    """A firing whose every trigger is an exception that only reports another process's failure
+    (torchrun's ChildFailedError, a pool's RemoteTraceback without its original): it explains
+    nothing by itself, so nothing is its consequence."""
+    return all(t.evidence.kind == "exception" and t.evidence.facts.get("wrapper") for t in s.firing.triggers)
+
+
 def _low_severity(e: Evidence) -> bool:
     return e.kind == "line" and e.facts.get("level") in LOW_SEVERITY
 
@@ -189,7 +196,8 @@ def rank(firings: Sequence[Firing], exceptions: Sequence[Evidence], rules: RuleB
             others = sorted({o.firing.rule.category for j, o in enumerate(scored)
                              if j not in demoted and not o.secondary and o.firing.rule.category != own
                              and ("*" in cons or o.firing.rule.category in cons)
-                             and (not explicit or not o.firing.rule.consequence_of)},
+                             and (not explicit or not o.firing.rule.consequence_of)
+                             and not _only_wrappers(o)},
                             key=lambda c: -max(o.score for o in scored if o.firing.rule.category == c))
             if others:
                 demoted.add(i)
