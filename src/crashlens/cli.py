@@ -430,7 +430,6 @@ def run(out: Path | None, off: tuple[str, ...], interval: float, quiet: bool, co
 
 def _report_run(result, failed: bool) -> None:
     """The analysis of a failed run on stderr (the job's stdout stays the job's), and analysis.json."""
-    from .errors import CrashlensError as _Err
     from .pipeline import analyze_paths
     from .report.json import render as render_json
     from .signature import signature
@@ -445,7 +444,7 @@ def _report_run(result, failed: bool) -> None:
         return
     try:
         analysis = analyze_paths([where])
-    except _Err as exc:
+    except CrashlensError as exc:
         click.echo(f"crashlens run: the bundle {shown} could not be analysed: {exc}", err=True)
         return
     sig = signature(analysis)

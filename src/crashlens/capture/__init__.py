@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from .arm import Armed, arm, switch_ids
 from .console import Console
 from .launch import Exit, exit_like, launch
-from .sample import Sampler
+from .sample import Sampler, group_members
 from .snapshot import core_files, environment, find_cores, kernel_lines, scheduler_reason, uptime
 
 __all__ = ["Run", "run_command", "exit_like", "switch_ids", "BUNDLE_SCHEMA"]
@@ -196,7 +196,7 @@ def _grace_stacks(pgid: int, bundle: Path, files: dict[str, str]) -> str:
         return "pystack not installed: no live stacks (faulthandler prints them only on a fatal signal)"
     t0 = time.monotonic()
     done = 0
-    for pid in _group_pids(pgid):
+    for pid, _rss in group_members(pgid):
         if time.monotonic() - t0 > GRACE_BUDGET:
             break
         try:
@@ -210,20 +210,6 @@ def _grace_stacks(pgid: int, bundle: Path, files: dict[str, str]) -> str:
             files[name] = f"Python stacks of process {pid} when the stop signal arrived (pystack)"
             done += 1
     return f"{done} process(es) by pystack"
-
-
-def _group_pids(pgid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-            if int(stat[stat.rfind(")") + 2:].split()[2]) == pgid:
-                out.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
 
 
 def _redacted(values: list[str]) -> list[str]:

@@ -101,13 +101,13 @@ def filesystems(cwd: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def group_rss(pgid: int) -> int:
-    """Resident memory of the processes of a process group (from /proc/PID/stat)."""
-    total = 0
+def group_members(pgid: int) -> list[tuple[int, int]]:
+    """(pid, resident bytes) of every process of a process group (from /proc/PID/stat)."""
+    out: list[tuple[int, int]] = []
     try:
         names = os.listdir("/proc")
     except OSError:
-        return 0
+        return out
     for name in names:
         if not name.isdigit():
             continue
@@ -116,11 +116,16 @@ def group_rss(pgid: int) -> int:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
         try:
-            if int(fields[2]) == pgid:          # field 5 of stat: the process group
-                total += int(fields[21]) * PAGE  # field 24: rss in pages
+            if int(fields[2]) == pgid:                       # field 5 of stat: the process group
+                out.append((int(name), int(fields[21]) * PAGE))  # field 24: rss in pages
         except (ValueError, IndexError):
             continue
-    return total
+    return out
+
+
+def group_rss(pgid: int) -> int:
+    """Resident memory of the processes of a process group."""
+    return sum(rss for _pid, rss in group_members(pgid))
 
 
 class _Gpus:

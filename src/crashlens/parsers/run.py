@@ -16,7 +16,6 @@ import json
 from typing import Any, Iterable
 
 from ..model import Evidence, EvidenceKind, Loc
-from .outcomes import signal_name
 
 FULL_PCT = 98.0
 FULL_FREE = 1 << 20
@@ -149,4 +148,4 @@ def parse_run_samples(data: bytes, source: str) -> list[Evidence]:
     return out
 
 
-__all__ = ["parse_run_manifest", "parse_run_samples", "signal_name"]
+__all__ = ["parse_run_manifest", "parse_run_samples"]

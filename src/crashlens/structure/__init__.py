@@ -12,6 +12,7 @@ block) instead of re-finding it with patterns of its own.
 
 from __future__ import annotations
 
+import bisect
 from typing import Sequence
 
 from ..model import Block, BlockKind, Line, LogStructure, Loc, Record, Role, Stream
@@ -87,8 +88,6 @@ def _block(source: str, u: _Unit) -> Block:
 
 def _span(nums: list[int], lines: tuple[Line, ...], b: Block) -> list[int]:
     """Indices of the lines of a block that does not list them one by one: its span, its stream."""
-    import bisect
-
     lo = bisect.bisect_left(nums, b.loc.line)
     hi = bisect.bisect_right(nums, b.loc.end_line or b.loc.line)
     return [i for i in range(lo, hi) if lines[i].stream == b.stream or not b.stream]
