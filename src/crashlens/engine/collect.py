@@ -184,17 +184,26 @@ def _is_pickle(inp: InputFile) -> bool:
         return False
 
 
-def _read_dump(inp: InputFile, out: Collected, dumps: list) -> None:
-    """A Flight Recorder dump (a pickle of plain data, or its JSON form), read without running
-    anything; the dumps of all ranks are compared once every input is read."""
+def _read_bounded(inp: InputFile, limit: int, out: Collected) -> bytes | None:
+    """At most `limit` bytes of an input read whole (a JSON or pickle record); None, with a note,
+    when it cannot be read."""
     from ..inputs.streams import read_prefix
-    from ..parsers.flightrecorder import MAX_DUMP_BYTES, DumpError, read_dump
 
     try:
         with inp.open() as stream:
-            data = read_prefix(stream, MAX_DUMP_BYTES + 1)
+            return read_prefix(stream, limit)
     except OSError as exc:
         out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+        return None
+
+
+def _read_dump(inp: InputFile, out: Collected, dumps: list) -> None:
+    """A Flight Recorder dump (a pickle of plain data, or its JSON form), read without running
+    anything; the dumps of all ranks are compared once every input is read."""
+    from ..parsers.flightrecorder import MAX_DUMP_BYTES, DumpError, read_dump
+
+    data = _read_bounded(inp, MAX_DUMP_BYTES + 1, out)
+    if data is None:
         return
     try:
         dump = read_dump(data, inp.name)
@@ -208,14 +217,10 @@ def _read_dump(inp: InputFile, out: Collected, dumps: list) -> None:
 
 def _read_run_record(inp: InputFile, role: str, why: str, out: Collected) -> None:
     """A crashlens run bundle's manifest or samples: evidence of their own (parsers/run)."""
-    from ..inputs.streams import read_prefix
     from ..parsers.run import parse_run_manifest, parse_run_samples
 
-    try:
-        with inp.open() as stream:
-            data = read_prefix(stream, 16 << 20)
-    except OSError as exc:
-        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+    data = _read_bounded(inp, 16 << 20, out)
+    if data is None:
         return
     got = (parse_run_manifest if role == "run-manifest" else parse_run_samples)(data, inp.name)
     out.items.extend(got)
@@ -231,14 +236,10 @@ def _converted_input(inp: InputFile, role: str, out: Collected) -> InputFile | N
 
     from ..inputs.errorfile import MAX_ERROR_FILE_BYTES, elastic_error_log
     from ..inputs.notebook import MAX_NOTEBOOK_BYTES, notebook_log
-    from ..inputs.streams import read_prefix
 
     limit = MAX_NOTEBOOK_BYTES if role == "notebook" else MAX_ERROR_FILE_BYTES
-    try:
-        with inp.open() as stream:
-            data = read_prefix(stream, limit + 1)
-    except OSError as exc:
-        out.notes.append(f"{inp.name}: could not be read: {exc.strerror or exc}")
+    data = _read_bounded(inp, limit + 1, out)
+    if data is None:
         return None
     if role == "notebook":
         got = notebook_log(data)
