@@ -91,3 +91,18 @@ def test_a_timeout_after_another_ranks_exception_is_its_consequence():
     assert a.primary_error is not None and "KeyError: 3" in a.primary_error.text
     later = [c for c in a.causes if c.category == "collective-timeout-or-failure"]
     assert later and later[0].secondary
+
+
+def test_damaged_bundle_records_are_skipped_not_fatal():
+    """The real oom bundle's records with damaged rows and a damaged manifest added: the
+    well-formed samples still give the cgroup's OOM counter, the rest is left out."""
+    from crashlens.parsers.run import parse_run_manifest, parse_run_samples
+
+    real = (BUNDLES / "oom" / "samples.jsonl").read_bytes()
+    bad = (b'{"t": "x", "mem": {"MemTotal": "a"}, "cgroup": {"max": null}, "fs": {"cwd": "b"}, "gpus": "c"}\n'
+           b'{"t": 1e999, "cgroup": [1, 2]}\n[1, 2]\nnot json\n')
+    got = parse_run_samples(bad + real + bad, "samples.jsonl")
+    (cg,) = [e for e in got if e.facts.get("resource") == "cgroup-memory"]
+    assert cg.facts["oom_kill"] == 1
+    assert parse_run_samples(bad, "samples.jsonl") == []
+    assert parse_run_manifest(b'{"schema": "crashlens.bundle/1", "exit": [1], "stopped_from_outside": "x"}', "m")[0].facts["failed"] is False

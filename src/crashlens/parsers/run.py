@@ -34,10 +34,10 @@ def parse_run_manifest(data: bytes, source: str) -> list[Evidence]:
     if not isinstance(doc, dict) or doc.get("schema") != "crashlens.bundle/1":
         return []
     out: list[Evidence] = []
-    ex = doc.get("exit") or {}
-    sig = ex.get("signal")
-    code = ex.get("code")
-    facts: dict[str, Any] = {"source": "run", "pid": ex.get("pid"), "failed": (ex.get("status") or 0) != 0,
+    ex = _dict(doc.get("exit"))
+    sig = ex.get("signal") if isinstance(ex.get("signal"), str) else None
+    code = ex.get("code") if _num(ex.get("code")) is not None else None
+    facts: dict[str, Any] = {"source": "run", "pid": ex.get("pid"), "failed": (_num(ex.get("status")) or 0) != 0,
                              "core_dumped": bool(ex.get("core_dumped"))}
     if sig:
         facts["signal"] = sig
@@ -45,12 +45,13 @@ def parse_run_manifest(data: bytes, source: str) -> list[Evidence]:
     else:
         facts["exit_code"] = code
         text = f"the job (pid {ex.get('pid')}) exited with status {code}"
-    stops = [s for s in doc.get("stopped_from_outside") or [] if isinstance(s, dict)]
+    listed = doc.get("stopped_from_outside")
+    stops = [s for s in (listed if isinstance(listed, list) else []) if isinstance(s, dict)]
     if stops:
         facts["stopped_by"] = stops[0].get("signal")
     out.append(Evidence(EvidenceKind.OUTCOME, text + " (crashlens run)", Loc(source, 0), facts=facts))
     for s in stops:
-        name = s.get("signal")
+        name = s.get("signal") if isinstance(s.get("signal"), str) else None
         if name and name != "SIGINT":
             out.append(Evidence(EvidenceKind.OUTCOME,
                                 f"crashlens run received {name} at {s.get('at')} s and passed it on to the job: "
@@ -72,35 +73,59 @@ def _rows(data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
+def _num(v: Any) -> float | None:
+    """A figure of a sample, or None for anything that is not a finite number (a sample file is
+    input like any other: it may be damaged or made up)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        return None
+    return float(v)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def _series(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
-    """(resource, name) -> [(t, used, total)]."""
+    """(resource, name) -> [(t, used, total)], from the rows' well-formed figures only."""
     out: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+
+    def add(key: tuple[str, str], t: float, used: Any, total: Any) -> None:
+        u, tt = _num(used), _num(total)
+        if u is not None and tt:
+            out.setdefault(key, []).append((t, u, tt))
+
     for r in rows:
-        t = float(r.get("t") or 0)
-        mem = r.get("mem") or {}
-        if mem.get("MemTotal") and mem.get("MemAvailable") is not None:
-            out.setdefault(("memory", "host"), []).append((t, mem["MemTotal"] - mem["MemAvailable"], mem["MemTotal"]))
-        cg = r.get("cgroup") or {}
-        if cg.get("max") and cg.get("current") is not None:
-            out.setdefault(("cgroup-memory", str(cg.get("path") or "")), []).append((t, cg["current"], cg["max"]))
-        for key, fs in (r.get("fs") or {}).items():
-            if isinstance(fs, dict) and fs.get("total"):
-                kind = "shm" if key == "shm" else "disk"
-                out.setdefault((kind, str(fs.get("path") or key)), []).append((t, fs["total"] - fs["free"], fs["total"]))
-        for g in r.get("gpus") or []:
-            if isinstance(g, dict) and g.get("total"):
-                out.setdefault(("gpu-memory", f"GPU {g.get('index')}"), []).append((t, g["used"], g["total"]))
+        t = _num(r.get("t"))
+        if t is None:
+            continue
+        mem = _dict(r.get("mem"))
+        if _num(mem.get("MemTotal")) and _num(mem.get("MemAvailable")) is not None:
+            add(("memory", "host"), t, mem["MemTotal"] - mem["MemAvailable"], mem["MemTotal"])
+        cg = _dict(r.get("cgroup"))
+        add(("cgroup-memory", str(cg.get("path") or "")), t, cg.get("current"), cg.get("max"))
+        for key, fs in _dict(r.get("fs")).items():
+            fs = _dict(fs)
+            if _num(fs.get("total")) and _num(fs.get("free")) is not None:
+                add(("shm" if key == "shm" else "disk", str(fs.get("path") or key)), t, fs["total"] - fs["free"], fs["total"])
+        for g in r.get("gpus") if isinstance(r.get("gpus"), list) else []:
+            g = _dict(g)
+            add(("gpu-memory", f"GPU {g.get('index')}"), t, g.get("used"), g.get("total"))
     return out
 
 
 def _oom_counters(rows: list[dict[str, Any]]) -> dict[str, int]:
-    first = next((r.get("cgroup") for r in rows if r.get("cgroup")), None) or {}
-    last = next((r.get("cgroup") for r in reversed(rows) if r.get("cgroup")), None) or {}
+    cgs = [c for c in (_dict(r.get("cgroup")) for r in rows) if c]
     out = {}
     for k in ("oom_kill", "oom"):
-        if k in last:
-            out[k] = int(last.get(k) or 0) - int(first.get(k) or 0)
+        counts = [int(c[k]) for c in cgs if _num(c.get(k)) is not None]
+        if counts:
+            out[k] = counts[-1] - counts[0]
     return out
+
+
+def _cgroup_version(rows: list[dict[str, Any]]) -> int:
+    v = next((_dict(r.get("cgroup")).get("version") for r in rows if _dict(r.get("cgroup"))), 0)
+    return int(v) if _num(v) is not None else 0
 
 
 def parse_run_samples(data: bytes, source: str) -> list[Evidence]:
@@ -128,7 +153,7 @@ def parse_run_samples(data: bytes, source: str) -> list[Evidence]:
         if kind == "cgroup-memory":
             facts.update(counters)
             facts["oom_killed"] = bool(counters.get("oom_kill"))
-            facts["cgroup_version"] = next((int(r["cgroup"].get("version") or 0) for r in rows if r.get("cgroup")), 0)
+            facts["cgroup_version"] = _cgroup_version(rows)
             if counters.get("oom_kill"):
                 text += f"; its OOM killer killed {counters['oom_kill']} process(es) during the run"
             elif "oom_kill" in counters:
@@ -141,7 +166,7 @@ def parse_run_samples(data: bytes, source: str) -> list[Evidence]:
         # a cgroup without a limit still counts its OOM kills (the host's OOM killer inside it)
         facts = {"resource": "cgroup-memory", "name": "", "full": False, **counters,
                  "oom_killed": bool(counters.get("oom_kill")),
-                 "cgroup_version": next((int(r["cgroup"].get("version") or 0) for r in rows if r.get("cgroup")), 0)}
+                 "cgroup_version": _cgroup_version(rows)}
         text = ("the memory cgroup's OOM killer killed " + (f"{counters['oom_kill']} process(es)" if counters["oom_kill"]
                                                              else "nothing") + " during the run")
         out.append(Evidence(EvidenceKind.RESOURCE, text, Loc(source, 0), facts=facts))
