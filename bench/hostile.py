@@ -23,6 +23,7 @@ import bz2
 import io
 import json
 import os
+import pickle
 import shutil
 import signal
 import struct
@@ -396,6 +397,37 @@ def make_error_file_16m(d: Path) -> list[str]:
     return ["analyze", str(d / "attempt_0")]
 
 
+def make_pickle_reducer(d: Path) -> list[str]:
+    """Flight Recorder dumps that are hostile pickles: one whose reducer would run a shell command
+    (a marker file must not appear), one at the reader's size limit, one repeating a shared list."""
+    marker = d / "RAN"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (d / "nccl_trace_rank_0").write_bytes(pickle.dumps({"version": "2.10", "entries": [Evil()]}))
+    (d / "nccl_trace_rank_1").write_bytes(b"\x80\x04" + b"\x00" * (64 * MiB - 2))
+    node: list = [0]
+    for _ in range(60):
+        node = [node, node]
+    entry = {"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "state": "scheduled",
+             "input_sizes": node, "frames": node}
+    (d / "nccl_trace_rank_2").write_bytes(pickle.dumps({"version": "2.10", "entries": [entry] * 1_000_000}))
+    return ["analyze", str(d)]
+
+
+def make_run_records_16m(d: Path) -> list[str]:
+    """A crashlens run bundle whose manifest is 16 MiB of nested lists and whose samples are
+    16 MiB of rows without a single number where one is expected."""
+    (d / "manifest.json").write_text('{"schema": "crashlens.bundle/1", "exit": ' + "[" * 100000 + "]" * 100000
+                                     + ', "pad": "' + "x" * (16 * MiB - 300000) + '"}')
+    row = json.dumps({"t": "x", "mem": {"MemTotal": "a"}, "cgroup": {"max": None}, "fs": {"cwd": "b"}, "gpus": "c"})
+    (d / "samples.jsonl").write_text((row + "\n") * (16 * MiB // (len(row) + 1)))
+    (d / "console.log").write_text("step 1\nKilled\n")
+    return ["analyze", str(d)]
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
     "empty-lines-8M": make_empty_lines,
     "one-char-lines-8M": make_one_char_lines,
@@ -417,6 +449,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "notebook-60M": make_notebook_60m,
     "notebook-deep-nesting": make_notebook_deep,
     "elastic-error-file-16M": make_error_file_16m,
+    "flight-recorder-hostile-pickles": make_pickle_reducer,
+    "run-bundle-records-16M": make_run_records_16m,
 }
 
 
